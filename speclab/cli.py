@@ -1,0 +1,283 @@
+"""The ``speclab`` command: models, env, bench, migrate, run, serve.
+
+``speclab bench`` takes every flag of vLLM's offline speculative-decoding benchmark script
+(the seed) with the same meaning and default, prints the same report, and adds a baseline
+run, the speedup and a JSON record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .profiles import DEFAULT_CPU_PROFILE, SpeclabError, cuda_available
+
+# The seed's self-test: vLLM's reference acceptance lengths under fixed flags (Llama-3.1-8B-Instruct,
+# MT-bench 80 prompts, k=3, greedy, chunked prefill, tp=1), 2% tolerance.
+GPU_REFERENCE = {"eagle": 2.296, "eagle3": 2.811}
+GPU_REFERENCE_RTOL = 0.02
+# Measured by us on the cpu-tiny profile (see README "Reference numbers"): ngram, k=3, lookup 5/2,
+# bundled mtbench_style prompts (16), output 128 tokens, greedy. The tolerance covers the
+# run-to-run spread we saw (outputs are greedy, so only batch-dependent numerics move it).
+CPU_REFERENCE = {"ngram": 1.0}
+CPU_REFERENCE_RTOL = 0.05
+
+
+def add_bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--test", action="store_true", help="check acceptance length against the reference values")
+    p.add_argument("--method", default="eagle", choices=["ngram", "eagle", "eagle3", "mtp", "draft_model", "medusa", "suffix"])
+    p.add_argument("--backend", default="openai", choices=["openai", "openai-chat"])
+    p.add_argument("--num-spec-tokens", type=int, default=2)
+    p.add_argument("--prompt-lookup-max", type=int, default=5)
+    p.add_argument("--prompt-lookup-min", type=int, default=2)
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--enable-chunked-prefill", action="store_true")
+    p.add_argument("--max-model-len", type=int, default=None,
+                   help="default 16384 on a GPU (as in the seed); the profile's own on the CPU")
+    p.add_argument("--temp", type=float, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=-1)
+    p.add_argument("--print-output", action="store_true")
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--model-dir", default=None, help="target model (default: the profile's)")
+    p.add_argument("--eagle-dir", default=None, help="EAGLE/EAGLE-3 drafter (default: the profile's)")
+    p.add_argument("--draft-model", default=None, help="draft model for --method draft_model")
+    p.add_argument("--custom-mm-prompts", action="store_true")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--disable-padded-drafter-batch", action="store_true")
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--parallel-drafting", action="store_true")
+    p.add_argument("--allowed-local-media-path", default="")
+    p.add_argument("--use-heterogeneous-vocab", action="store_true")
+    # dataset flags (the seed takes them from vLLM's dataset parser)
+    p.add_argument("--dataset-name", default="bundled", choices=["bundled", "custom", "hf"],
+                   help="bundled: speclab's data/prompts sets; custom: a local JSONL/text file; hf: a Hugging Face dataset (online)")
+    p.add_argument("--dataset-path", default=None,
+                   help="bundled set name (default mtbench_style), file path, or HF id (philschmid/mt-bench)")
+    p.add_argument("--num-prompts", type=int, default=80)
+    p.add_argument("--category", default=None, help="keep only prompts of this category")
+    # what speclab adds
+    p.add_argument("--profile", default=None, help="default: cpu-tiny without a GPU and without --model-dir")
+    p.add_argument("--baseline", action="store_true", help="also run the prompts without speculation; report the speedup")
+    p.add_argument("--json", dest="json_path", default=None, help="write the result record here (JSON; a .csv beside it)")
+
+
+def _pick_profile(args) -> str:
+    if args.profile:
+        return args.profile
+    if args.model_dir is None and not cuda_available():
+        return DEFAULT_CPU_PROFILE
+    return "gpu-llama8b" if cuda_available() else DEFAULT_CPU_PROFILE
+
+
+def _check_test_flags(args, profile) -> float:
+    """The reference value the run must meet, after checking the run uses the reference settings."""
+    if profile.device == "cuda":
+        fixed = {"method in (eagle, eagle3)": args.method in GPU_REFERENCE, "tp == 1": args.tp == 1,
+                 "num_spec_tokens == 3": args.num_spec_tokens == 3, "dataset hf": args.dataset_name == "hf",
+                 "dataset_path philschmid/mt-bench": args.dataset_path == "philschmid/mt-bench",
+                 "num_prompts == 80": args.num_prompts == 80, "temp == 0": args.temp == 0,
+                 "top_p == 1": args.top_p == 1.0, "top_k == -1": args.top_k == -1,
+                 "enable_chunked_prefill": args.enable_chunked_prefill}
+        expected = GPU_REFERENCE.get(args.method)
+    else:
+        fixed = {"method ngram": args.method == "ngram", "num_spec_tokens == 3": args.num_spec_tokens == 3,
+                 "prompt lookup 5/2": (args.prompt_lookup_max, args.prompt_lookup_min) == (5, 2),
+                 "bundled mtbench_style": args.dataset_name == "bundled" and args.dataset_path in (None, "mtbench_style"),
+                 "num_prompts == 16": args.num_prompts == 16, "output_len == 128": args.output_len == 128,
+                 "temp == 0": args.temp == 0}
+        expected = CPU_REFERENCE.get(args.method)
+    wrong = [name for name, ok in fixed.items() if not ok]
+    if wrong:
+        raise SpeclabError(f"--test needs the reference settings; not met: {', '.join(wrong)}")
+    return expected
+
+
+def bench_config(args, profile, target: str) -> dict:
+    from . import configs
+
+    k = args.num_spec_tokens
+    if args.method == "ngram":
+        return configs.ngram(k, args.prompt_lookup_max, args.prompt_lookup_min)
+    if args.method in ("eagle", "eagle3"):
+        drafter = args.eagle_dir or profile.drafter(args.method)
+        if drafter is None:
+            raise SpeclabError(f"profile {profile.name} has no {args.method} drafter: pass --eagle-dir")
+        builder = configs.eagle if args.method == "eagle" else configs.eagle3
+        return builder(drafter, k, target=None if drafter.startswith("local:") else (args.model_dir or profile.target),
+                       disable_padded_drafter_batch=args.disable_padded_drafter_batch,
+                       parallel_drafting=args.parallel_drafting)
+    if args.method == "draft_model":
+        drafter = args.draft_model or profile.drafter("draft_model")
+        return configs.draft_model(drafter, k, enforce_eager=args.enforce_eager or None,
+                                   max_model_len=args.max_model_len, parallel_drafting=args.parallel_drafting,
+                                   use_heterogeneous_vocab=args.use_heterogeneous_vocab)
+    if args.method == "medusa":
+        return configs.medusa(profile.drafter("medusa"), k)
+    if args.method == "mtp":
+        return configs.mtp(k)
+    return configs.build(args.method, k)
+
+
+def _bench_prompts(args, tokenizer):
+    from . import data
+
+    if args.custom_mm_prompts:
+        raise SpeclabError("--custom-mm-prompts needs a multimodal target: pass --model-dir <a vision-language model>")
+    if args.dataset_name == "hf":
+        source = args.dataset_path or "philschmid/mt-bench"
+    elif args.dataset_name == "custom":
+        if not args.dataset_path:
+            raise SpeclabError("--dataset-name custom needs --dataset-path <file.jsonl|file.txt>")
+        source = args.dataset_path
+    else:
+        source = args.dataset_path or "mtbench_style"
+    prompts = data.load_prompts(source, category=args.category, num_prompts=args.num_prompts)
+    if args.backend == "openai-chat":
+        return prompts, [data.chat_messages(p) for p in prompts], source
+    return prompts, data.apply_chat_template(tokenizer, prompts), source
+
+
+def cmd_bench(args) -> int:
+    from vllm import SamplingParams
+
+    from . import bench, configs
+    from .models import resolve_model
+    from .profiles import get_profile
+
+    profile = get_profile(_pick_profile(args))
+    expected = _check_test_flags(args, profile) if args.test else None
+    target = args.model_dir or resolve_model(profile.target)
+    config = bench_config(args, profile, target)
+    configs.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    prompts, inputs, source = _bench_prompts(args, tokenizer)
+    sampling = SamplingParams(temperature=args.temp, top_p=args.top_p, top_k=args.top_k, max_tokens=args.output_len)
+    overrides = dict(enforce_eager=args.enforce_eager, enable_chunked_prefill=args.enable_chunked_prefill or None,
+                     max_num_seqs=args.max_num_seqs, tensor_parallel_size=args.tp)
+    if profile.device == "cuda":
+        overrides.update(gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len or 16384)
+    elif args.max_model_len:
+        overrides["max_model_len"] = args.max_model_len
+    if args.model_dir:
+        overrides["model"] = args.model_dir
+    if args.allowed_local_media_path:
+        overrides["allowed_local_media_path"] = args.allowed_local_media_path
+    result = bench.compare(profile, config, inputs, sampling, baseline=args.baseline,
+                           chat=args.backend == "openai-chat", dataset=source, **overrides)
+    if args.print_output:
+        for prompt, text in zip(prompts, result.speculative.texts):
+            print("-" * 50)
+            print(f"prompt: {prompt.text}")
+            print(f"generated text: {text}")
+    print(result.report())
+    if args.json_path:
+        path = result.save_json(args.json_path)
+        result.save_csv(Path(args.json_path).with_suffix(".csv"))
+        print(f"result record: {path}")
+    if expected is not None:
+        al, rtol = result.speculative.counters.acceptance_length, GPU_REFERENCE_RTOL if profile.device == "cuda" else CPU_REFERENCE_RTOL
+        if not (1 - rtol) * expected <= al <= (1 + rtol) * expected:
+            print(f"Test FAILED: acceptance_length {al:.3f} is not within {rtol:.0%} of {expected}")
+            return 1
+        print(f"Test passed! Expected AL: {expected}, got {al:.3f}")
+    return 0
+
+
+def cmd_models(args) -> int:
+    from .models import fetch_smollm2, list_profiles
+
+    if args.action == "fetch":
+        print(fetch_smollm2(force=args.force))
+    else:
+        print(list_profiles())
+    return 0
+
+
+def cmd_env(args) -> int:
+    from .envcheck import check, format_check
+
+    print(format_check(check()))
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    from .configs import format_migration
+
+    if not args.command:
+        raise SpeclabError("usage: speclab migrate -- <old vllm command line>")
+    print(format_migration(args.command))
+    return 0
+
+
+def _parse_params(pairs: list[list[str]]) -> dict:
+    import yaml
+
+    return {name: yaml.safe_load(value) for name, value in pairs or []}
+
+
+def cmd_run(args) -> int:
+    from .models import fetch_smollm2
+    from .profiles import get_profile
+    from .runner import main_job
+
+    profile = get_profile(args.profile or None)
+    if profile.name == DEFAULT_CPU_PROFILE:
+        fetch_smollm2()
+    only = args.only.split(",") if args.only else None
+    return main_job(profile.name, Path(args.out) if args.out else None, only, _parse_params(args.parameters))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="speclab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("models", help="provision and list models")
+    m.add_argument("action", choices=["fetch", "list"])
+    m.add_argument("--force", action="store_true", help="convert again even if the cache holds the model")
+    m.set_defaults(func=cmd_models)
+    e = sub.add_parser("env", help="what this machine offers: device, versions, methods")
+    e.set_defaults(func=cmd_env)
+    b = sub.add_parser("bench", help="the seed's offline benchmark, with --baseline and --json")
+    add_bench_args(b)
+    b.set_defaults(func=cmd_bench)
+    g = sub.add_parser("migrate", help="rewrite an old vLLM command line (removed flags) for today's vLLM")
+    g.add_argument("command", nargs=argparse.REMAINDER)
+    g.set_defaults(func=cmd_migrate)
+    r = sub.add_parser("run", help="execute the notebook series (the main job)")
+    r.add_argument("--profile", default=None)
+    r.add_argument("--out", default=None, help="run folder (default runs/<timestamp>)")
+    r.add_argument("--only", default=None, help="comma-separated notebook prefixes, e.g. 00,02")
+    r.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="a papermill parameter for every notebook (YAML value)")
+    r.set_defaults(func=cmd_run)
+    try:
+        from .server import add_serve_args, cmd_serve
+    except ImportError:
+        pass
+    else:
+        s = sub.add_parser("serve", help="start vLLM's OpenAI-compatible server for a profile and method")
+        add_serve_args(s)
+        s.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "command", None) and args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    try:
+        return args.func(args)
+    except SpeclabError as err:
+        print(f"speclab: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("speclab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

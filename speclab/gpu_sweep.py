@@ -1,0 +1,276 @@
+"""The whole GPU sweep in one command: ``python -m speclab.gpu_sweep``.
+
+It measures, on the ``gpu-synthetic`` profile (Llama-3.1-8B shape, random weights, acceptance
+imposed by hand), everything the notebooks show as "what you should see on a GPU":
+
+- ``speedup_surface``: a plain baseline and draft_model (Llama-3.2-1B shape) over acceptance a,
+  k and batch size; the data behind the measured cost model (``speclab.theory.StepCost``);
+- ``methods``: EAGLE- and EAGLE-3-shaped heads at the same imposed acceptance;
+- ``tp2``: the target split over two GPUs (only where two are visible).
+
+Each part writes ``<output_dir>/<part>.json`` (default ``data/gpu_reference``) after every
+engine, so an interrupted sweep keeps what it measured and a rerun resumes where it stopped
+(``--fresh`` starts over). Engines run one after another in this process, each shut down
+(and its GPU memory seen free) before the next starts. ``--deadline-s`` stops starting new
+engines in time for a time-boxed machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from . import synthetic
+from .profiles import PROFILES, Profile, SpeclabError
+from .report import write_json
+
+ENGINE_START_ALLOWANCE_S = 90  # do not start an engine with less time than this left before the deadline
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine to open: a label, its speculative config (None: plain decoding), its settings."""
+
+    label: str
+    method: str  # "baseline" for plain decoding
+    k: int = 0
+    a: float | None = None
+    draft: str | None = None
+    tensor_parallel_size: int = 1
+    options: dict = field(default_factory=dict)  # for the method's config builder
+
+    def speculative_config(self, check: bool = True) -> dict | None:
+        if self.method == "baseline":
+            return None
+        return synthetic.config(self.method, self.k, a=self.a, draft=self.draft, check=check, **self.options)
+
+
+def surface_plan(grid=((2, 0.8), (4, 0.8), (2, 0.6), (2, 0.9), (4, 0.6), (4, 0.9), (3, 0.7), (1, 0.9), (5, 0.9)),
+                 draft: str = "shape:llama-3.2-1b") -> list[Engine]:
+    """Baseline, then draft_model over (k, a). The cost model is fitted on the a=0.8 runs; the rest test it."""
+    return [Engine("baseline", "baseline")] + [
+        Engine(f"draft_model k={k} a={a}", "draft_model", k, a, draft) for k, a in grid]
+
+
+def methods_plan(k: int = 4, a: float = 0.8) -> list[Engine]:
+    """EAGLE-shaped heads at the acceptance the draft_model surface also has (k=4, a=0.8), plus one k=2 point."""
+    return [Engine(f"eagle k={k} a={a}", "eagle", k, a), Engine(f"eagle3 k={k} a={a}", "eagle3", k, a),
+            Engine(f"eagle k=2 a={a}", "eagle", 2, a)]
+
+
+def tp2_plan(a: float = 0.8, k: int = 4) -> list[Engine]:
+    """The target over two GPUs; draft_model with its draft on one GPU, and on both (where vLLM refuses one)."""
+    draft_one = {"draft_tensor_parallel_size": 1}
+    return [Engine("baseline tp=2", "baseline", tensor_parallel_size=2),
+            Engine(f"draft_model k={k} a={a} tp=2 draft_tp=1", "draft_model", k, a, "shape:llama-3.2-1b", 2, draft_one),
+            Engine(f"draft_model k={k} a={a} tp=2 draft_tp=2", "draft_model", k, a, "shape:llama-3.2-1b", 2,
+                   {"draft_tensor_parallel_size": 2}),
+            Engine(f"eagle k={k} a={a} tp=2 draft_tp=1", "eagle", k, a, None, 2, draft_one)]
+
+
+PLANS = {"speedup_surface": surface_plan, "methods": methods_plan, "tp2": tp2_plan}
+
+
+# ---------------------------------------------------------------- the machine and its software
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def gpus() -> list[dict]:
+    """GPUs as nvidia-smi lists them (asking torch would tie CUDA memory to this process)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True)
+    rows = [line.split(", ") for line in out.stdout.strip().splitlines() if line.strip()]
+    return [{"name": r[0], "memory_mib": int(float(r[1])), "driver": r[2]} for r in rows if len(r) == 3]
+
+
+def gpu_memory_used_mib() -> list[int]:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True)
+    return [int(float(x)) for x in out.stdout.split()]
+
+
+def wait_gpu_free(limit_mib: int = 2048, timeout_s: float = 60.0) -> float:
+    """Block until every GPU's memory is (nearly) free again: the last engine's process is gone."""
+    if not shutil.which("nvidia-smi"):
+        return 0.0
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout_s:
+        if max(gpu_memory_used_mib() or [0]) < limit_mib:
+            break
+        time.sleep(1.0)
+    return time.perf_counter() - start
+
+
+def environment() -> dict:
+    """Hardware, software and date: what produced the numbers."""
+    from . import configs
+
+    version = configs.vllm_version()
+    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "gpus": gpus(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "vllm": ".".join(map(str, version)) if version else None,
+            "torch": _dist_version("torch"), "transformers": _dist_version("transformers")}
+
+
+# ---------------------------------------------------------------- measuring one engine
+
+def _row(engine: Engine, batch: int, stats, reps: list[float], output_len: int) -> dict:
+    c = stats.counters
+    row = {"label": engine.label, "method": engine.method, "k": engine.k, "a": engine.a,
+           "tensor_parallel_size": engine.tensor_parallel_size, "batch": batch,
+           "output_tokens": stats.output_tokens, "elapsed_s": round(stats.elapsed_s, 5),
+           "elapsed_reps_s": [round(x, 5) for x in reps], "tokens_per_s": round(stats.output_tokens_per_s, 3),
+           "engine_start_s": round(stats.engine_start_s or 0.0, 2)}
+    if engine.method == "baseline":
+        row["step_ms"] = round(1000 * stats.elapsed_s / output_len, 4)
+        return row
+    steps = c.num_drafts / batch  # mean speculative steps per request
+    row.update({"imposed_length": round(1.0 + sum(synthetic.acceptance_rates(engine.a, engine.k)), 5),
+                "acceptance_length": round(c.acceptance_length, 5), "per_position_rates": c.per_position_rates,
+                "num_drafts": c.num_drafts, "num_draft_tokens": c.num_draft_tokens,
+                "num_accepted_tokens": c.num_accepted_tokens,
+                "step_ms": round(1000 * stats.elapsed_s / steps, 4) if steps else None})
+    return row
+
+
+def measure_engine(profile: Profile, engine: Engine, batches: list[int], prompt_len: int, output_len: int,
+                   reps: dict[int, int], engine_options: dict, log=print) -> list[dict]:
+    """Open one engine, warm it up, time every batch size (best of a few runs), close it."""
+    from .bench import measure
+    from .engine import open_engine
+
+    prompts = synthetic.token_prompts(max(batches), prompt_len, profile.target)
+    sampling = synthetic.sampling(output_len)
+    rows = []
+    with open_engine(profile, engine.speculative_config(), tensor_parallel_size=engine.tensor_parallel_size,
+                     **synthetic.engine_overrides(), **engine_options) as llm:
+        log(f"speclab: {engine.label}: engine up in {llm.speclab_start_seconds:.1f} s")
+        llm.generate(prompts, synthetic.sampling(16), use_tqdm=False)  # warm-up at the largest batch
+        for batch in batches:
+            runs = [measure(llm, prompts[:batch], sampling, label=engine.label) for _ in range(reps.get(batch, 2))]
+            best = min(runs, key=lambda r: r.elapsed_s)
+            row = _row(engine, batch, best, [r.elapsed_s for r in runs], output_len)
+            rows.append(row)
+            log(f"speclab: {engine.label} batch={batch}: {row['tokens_per_s']:.1f} tok/s, step {row['step_ms']} ms"
+                + (f", acceptance length {row['acceptance_length']:.3f} (imposed {row['imposed_length']:.3f})"
+                   if "acceptance_length" in row else ""))
+    return rows
+
+
+# ---------------------------------------------------------------- a part: plan -> file
+
+def with_speedups(runs: list[dict]) -> list[dict]:
+    """Add each speculative row's speedup over the baseline at the same batch size and tensor parallelism."""
+    base = {(r["batch"], r["tensor_parallel_size"]): r["tokens_per_s"] for r in runs if r["method"] == "baseline"}
+    for r in runs:
+        ref = base.get((r["batch"], r["tensor_parallel_size"]))
+        r["speedup"] = round(r["tokens_per_s"] / ref, 5) if ref and r["method"] != "baseline" else None
+    return runs
+
+
+def run_part(name: str, profile: Profile, args, started: float, log=print) -> dict:
+    """Measure every engine of a part not yet in its file; rewrite the file after each engine."""
+    path = Path(args.output_dir) / f"{name}.json"
+    doc = json.loads(path.read_text()) if path.is_file() and not args.fresh else {}
+    done = {r["label"] for r in doc.get("runs", [])}
+    plan = smoke_plan() if args.smoke else PLANS[name]()
+    if name == "tp2" and len(gpus()) < 2:
+        log("speclab: tp2 skipped: fewer than two GPUs visible")
+        return doc
+    doc.update({"name": name, "note": synthetic.IMPOSED, "profile": profile.name, "target": profile.target,
+                "settings": {"prompt_len": args.prompt_len, "output_len": args.output_len, "batches": args.batches,
+                             "timing": "best of the repetitions; step_ms = elapsed / mean steps per request",
+                             "engine": {**synthetic.engine_overrides(), **engine_options(args)}}})
+    doc.setdefault("runs", [])
+    doc.setdefault("errors", [])
+    for engine in plan:
+        if engine.label in done:
+            continue
+        left = args.deadline_s - (time.perf_counter() - started)
+        if left < ENGINE_START_ALLOWANCE_S:
+            log(f"speclab: deadline: {engine.label} not started ({left:.0f} s left)")
+            doc.setdefault("not_run", []).append(engine.label)
+            continue
+        try:
+            doc["runs"] += measure_engine(profile, engine, args.batches, args.prompt_len, args.output_len,
+                                          {1: 3}, engine_options(args), log)
+            doc["not_run"] = [x for x in doc.get("not_run", []) if x != engine.label]
+        except Exception as err:  # one engine failing (e.g. a version's refusal) must not lose the rest
+            message = f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
+            log(f"speclab: {engine.label} FAILED: {message}")
+            doc["errors"] = [e for e in doc["errors"] if e["label"] != engine.label] + [{"label": engine.label, "error": message[:600]}]
+        freed = wait_gpu_free()
+        doc["environment"] = environment()
+        with_speedups(doc["runs"])
+        write_json(path, doc)
+        log(f"speclab: wrote {path} ({len(doc['runs'])} rows; GPU memory free after {freed:.1f} s)")
+    return doc
+
+
+def engine_options(args) -> dict:
+    opts = {"max_model_len": args.max_model_len, "max_num_seqs": max(args.batches), "seed": 0}
+    if args.enforce_eager:
+        opts["enforce_eager"] = True
+    return opts
+
+
+def smoke_profile() -> Profile:
+    """A CPU stand-in for checking the sweep's plumbing where there is no GPU (SmolLM2 shape, dummy weights)."""
+    return Profile(name="cpu-synthetic-smoke", device="cpu", target="shape:smollm2-135m",
+                   description="SmolLM2 shape with dummy weights on the CPU (plumbing check only)",
+                   drafters={"draft_model": "shape:smollm2-135m"}, synthetic=True)
+
+
+def smoke_plan() -> list[Engine]:
+    """The SmolLM2 shape drafting for itself (EAGLE heads are Llama-8B-shaped)."""
+    return [Engine("baseline", "baseline"), Engine("draft_model k=2 a=0.8", "draft_model", 2, 0.8, "shape:smollm2-135m")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m speclab.gpu_sweep", description=__doc__.splitlines()[0])
+    p.add_argument("--parts", default="speedup_surface,methods,tp2", help="comma-separated: " + ", ".join(PLANS))
+    p.add_argument("--output-dir", default=str(synthetic.REFERENCE_DIR))
+    p.add_argument("--batches", default="1,16,64", type=lambda s: [int(x) for x in s.split(",")])
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--deadline-s", type=float, default=float("inf"), help="start no engine after this many seconds")
+    p.add_argument("--fresh", action="store_true", help="ignore results already in the output files")
+    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--smoke", action="store_true", help="CPU plumbing check with the SmolLM2 shape (no GPU needed)")
+    args = p.parse_args(argv)
+    started = time.perf_counter()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # shape folders are local: never ask the Hub
+    profile = smoke_profile() if args.smoke else PROFILES["gpu-synthetic"]
+    try:
+        synthetic.require_support()
+        for name in args.parts.split(","):
+            if name not in PLANS:
+                raise SpeclabError(f"unknown part {name!r}: choose from {', '.join(PLANS)}")
+            run_part(name, profile, args, started)
+    except SpeclabError as err:
+        print(f"speclab: {err}", file=sys.stderr)
+        return 2
+    print(f"speclab: sweep done in {time.perf_counter() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""N-gram prompt lookup in plain Python, to see exactly what vLLM's ``ngram`` method does.
+
+The proposer looks for the longest n-gram (``min_n <= n <= max_n``) that ends the context and
+also occurs earlier in it; the k tokens that followed that earlier occurrence are the draft.
+Among equally long matches vLLM takes the earliest one, and so do we. ``replay`` runs the
+proposer over a finished greedy generation and counts what a speculative run would have
+accepted: for greedy decoding this predicts vLLM's counters without starting an engine.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .metrics import SpecCounters
+
+
+def propose(tokens: Sequence[int], k: int, min_n: int = 2, max_n: int = 5) -> list[int]:
+    """Draft up to k tokens by prompt lookup; an empty list when no n-gram matches."""
+    tokens = list(tokens)
+    total = len(tokens)
+    for n in range(min(max_n, total - 1), min_n - 1, -1):
+        suffix = tokens[total - n:]
+        for start in range(0, total - n):  # earliest occurrence first, never the suffix itself
+            if tokens[start:start + n] == suffix:
+                return tokens[start + n:start + n + k]
+    return []
+
+
+def replay(prompt: Sequence[int], output: Sequence[int], k: int, min_n: int = 2, max_n: int = 5) -> SpecCounters:
+    """Counters a greedy ngram run would report for ``output``, the target's own greedy answer.
+
+    At each step the proposer drafts from prompt + output so far; the target accepts the
+    drafted tokens that equal its own next tokens, up to the first miss, then adds one token.
+    """
+    context = list(prompt)
+    output = list(output)
+    drafts = draft_tokens = accepted_total = 0
+    per_pos = [0] * k
+    t = 0
+    while t < len(output):
+        draft = propose(context, k, min_n, max_n)
+        draft = draft[: max(0, len(output) - t - 1)]  # vLLM stops drafting at max_tokens
+        accepted = 0
+        for guess, truth in zip(draft, output[t:]):
+            if guess != truth:
+                break
+            accepted += 1
+        if draft:
+            drafts += 1
+            draft_tokens += len(draft)
+            accepted_total += accepted
+            for i in range(accepted):
+                per_pos[i] += 1
+        step = accepted + 1
+        context += output[t:t + step]
+        t += step
+    return SpecCounters(drafts, draft_tokens, accepted_total, tuple(per_pos))

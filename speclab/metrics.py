@@ -1,0 +1,179 @@
+"""Speculative-decoding counters: read them, subtract snapshots, derive the figures.
+
+vLLM counts four things for the life of an engine: drafts (speculative steps), draft tokens
+proposed, draft tokens accepted, and accepted tokens per draft position. They reach us three
+ways: ``LLM.get_metrics()`` offline, Prometheus text on a server's ``/metrics``, and the
+periodic "SpecDecoding metrics" log line. All three become one ``SpecCounters`` value.
+Because the counters are cumulative, measure a run as ``after - before``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+DRAFTS = "spec_decode_num_drafts"
+DRAFT_TOKENS = "spec_decode_num_draft_tokens"
+ACCEPTED = "spec_decode_num_accepted_tokens"
+PER_POS = "spec_decode_num_accepted_tokens_per_pos"
+
+
+def _plain_name(name: str) -> str:
+    """'vllm:spec_decode_num_drafts_total' / 'vllm_spec_...' -> 'spec_decode_num_drafts'."""
+    for prefix in ("vllm:", "vllm_"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    if name.endswith("_total"):
+        name = name[: -len("_total")]
+    return name
+
+
+@dataclass(frozen=True)
+class SpecCounters:
+    """Cumulative speculative-decoding counters (or the difference of two snapshots)."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_pos: tuple[int, ...] = field(default_factory=tuple)
+
+    def __sub__(self, before: "SpecCounters") -> "SpecCounters":
+        n = max(len(self.accepted_per_pos), len(before.accepted_per_pos))
+        mine = list(self.accepted_per_pos) + [0] * (n - len(self.accepted_per_pos))
+        theirs = list(before.accepted_per_pos) + [0] * (n - len(before.accepted_per_pos))
+        diff = SpecCounters(
+            self.num_drafts - before.num_drafts,
+            self.num_draft_tokens - before.num_draft_tokens,
+            self.num_accepted_tokens - before.num_accepted_tokens,
+            tuple(a - b for a, b in zip(mine, theirs)),
+        )
+        if min(diff.num_drafts, diff.num_draft_tokens, diff.num_accepted_tokens, *diff.accepted_per_pos, 0) < 0:
+            raise ValueError("counters went backwards: the snapshots come from different engines (or were swapped)")
+        return diff
+
+    def __add__(self, other: "SpecCounters") -> "SpecCounters":
+        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        pad = lambda xs: list(xs) + [0] * (n - len(xs))  # noqa: E731
+        return SpecCounters(self.num_drafts + other.num_drafts, self.num_draft_tokens + other.num_draft_tokens,
+                            self.num_accepted_tokens + other.num_accepted_tokens,
+                            tuple(a + b for a, b in zip(pad(self.accepted_per_pos), pad(other.accepted_per_pos))))
+
+    @property
+    def acceptance_length(self) -> float:
+        """Mean tokens per speculative step: 1 (the target's own token) + accepted per draft."""
+        return 1.0 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else 1.0
+
+    @property
+    def draft_acceptance_rate(self) -> float:
+        """Share of proposed draft tokens that the target accepted."""
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else 0.0
+
+    @property
+    def per_position_rates(self) -> list[float]:
+        """Rate at position i: share of drafts whose first i+1 tokens were all accepted."""
+        return [n / self.num_drafts if self.num_drafts else 0.0 for n in self.accepted_per_pos]
+
+    def summary(self) -> dict:
+        d = asdict(self)
+        d["accepted_per_pos"] = list(self.accepted_per_pos)
+        d.update(acceptance_length=self.acceptance_length, draft_acceptance_rate=self.draft_acceptance_rate,
+                 per_position_rates=self.per_position_rates)
+        return d
+
+
+def _from_named_values(items) -> SpecCounters:
+    """Sum (name, value, labels) triples into counters; several engines or models simply add up."""
+    totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0}
+    per_pos: dict[int, float] = {}
+    for name, value, labels in items:
+        name = _plain_name(name)
+        if name in totals:
+            totals[name] += value
+        elif name == PER_POS:
+            if isinstance(value, (list, tuple)):
+                for i, v in enumerate(value):
+                    per_pos[i] = per_pos.get(i, 0.0) + v
+            else:
+                i = int(labels.get("position", 0))
+                per_pos[i] = per_pos.get(i, 0.0) + value
+    positions = tuple(int(per_pos.get(i, 0)) for i in range(max(per_pos) + 1)) if per_pos else ()
+    return SpecCounters(int(totals[DRAFTS]), int(totals[DRAFT_TOKENS]), int(totals[ACCEPTED]), positions)
+
+
+def from_llm_metrics(metrics) -> SpecCounters:
+    """From ``LLM.get_metrics()``: Counter objects carry ``.value``, the per-position Vector ``.values``."""
+    items = []
+    for m in metrics:
+        value = getattr(m, "values", None)
+        if value is None:
+            value = getattr(m, "value", 0)
+        items.append((m.name, value, dict(getattr(m, "labels", {}) or {})))
+    return _from_named_values(items)
+
+
+def snapshot(llm) -> SpecCounters:
+    """Current counters of an offline engine (needs ``disable_log_stats=False``)."""
+    try:
+        return from_llm_metrics(llm.get_metrics())
+    except AssertionError as err:  # vLLM: "Stat logging disabled"
+        raise RuntimeError("the engine was built with disable_log_stats=True: open it with speclab.engine.open_engine") from err
+
+
+def from_prometheus(text: str) -> SpecCounters:
+    """From Prometheus exposition text (a server's ``/metrics``), parsed with prometheus_client."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    items = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            items.append((sample.name, sample.value, sample.labels))
+    return _from_named_values(items)
+
+
+_LOG_FIELDS = {
+    "acceptance_length": r"Mean acceptance length:\s*([\d.]+)",
+    "accepted_throughput": r"Accepted throughput:\s*([\d.]+)",
+    "drafted_throughput": r"Drafted throughput:\s*([\d.]+)",
+    "num_accepted_tokens": r"Accepted:\s*(\d+)\s*tokens",
+    "num_draft_tokens": r"Drafted:\s*(\d+)\s*tokens",
+    "per_position_rates": r"Per-position acceptance rate:\s*([\d.,\s]+?)(?:,\s*[A-Z]|$)",
+    "draft_acceptance_rate": r"Avg Draft acceptance rate:\s*([\d.]+)%",
+}
+
+
+def parse_log_line(line: str) -> dict | None:
+    """Fields of vLLM's periodic "SpecDecoding metrics: ..." log line, or None for other lines.
+
+    The log line reports an interval (since the previous line), not the engine's lifetime.
+    """
+    if "SpecDecoding metrics" not in line:
+        return None
+    out: dict = {}
+    for key, pattern in _LOG_FIELDS.items():
+        m = re.search(pattern, line)
+        if not m:
+            continue
+        text = m.group(1)
+        if key == "per_position_rates":
+            out[key] = [float(x) for x in text.replace(" ", "").split(",") if x]
+        elif key.startswith("num_"):
+            out[key] = int(text)
+        elif key == "draft_acceptance_rate":
+            out[key] = float(text) / 100.0
+        else:
+            out[key] = float(text)
+    return out
+
+
+def tokens_per_second(num_tokens: int, seconds: float) -> float:
+    return num_tokens / seconds if seconds > 0 else 0.0
+
+
+def speedup(spec_tokens_per_s: float, baseline_tokens_per_s: float) -> float:
+    """How many times faster the speculative run produced tokens than the baseline."""
+    if baseline_tokens_per_s <= 0:
+        raise ValueError("baseline throughput must be > 0 to compute a speedup")
+    return spec_tokens_per_s / baseline_tokens_per_s

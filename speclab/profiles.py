@@ -1,0 +1,137 @@
+"""Named model sets ("profiles") and device detection.
+
+A profile says which target model a lesson runs, which drafters pair with it, and on which
+device. Notebooks take a profile name as a papermill parameter, so that the same lesson runs
+on a laptop CPU (``cpu-tiny``) and on a GPU (``gpu-llama8b``) by changing one value.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+
+class SpeclabError(Exception):
+    """A user-facing error: its message is one line that says what to do."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    device: str  # "cpu" or "cuda"
+    target: str  # a Hugging Face id, or "local:<name>" for a model speclab provisions
+    description: str
+    # drafters by method; "local:<name>" entries are built or provisioned by speclab
+    drafters: dict = field(default_factory=dict)
+    # synthetic acceptance: dummy weights, acceptance imposed by vLLM (GPU timing studies)
+    synthetic: bool = False
+    gated: bool = False
+
+    def drafter(self, method: str) -> str | None:
+        return self.drafters.get(method)
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in [
+        Profile(
+            name="cpu-tiny",
+            device="cpu",
+            target="local:smollm2-135m-instruct",
+            description="SmolLM2-135M-Instruct on the CPU, offline (from PyPI); drafters built for it by speclab",
+            drafters={
+                "draft_model": "local:drafter-draft_model",
+                "eagle": "local:drafter-eagle",
+                "eagle3": "local:drafter-eagle3",
+                "medusa": "local:drafter-medusa",
+                "mtp": "local:tiny-mtp",
+            },
+        ),
+        Profile(
+            name="gpu-llama8b",
+            device="cuda",
+            target="meta-llama/Llama-3.1-8B-Instruct",
+            description="Llama-3.1-8B-Instruct with the seeds' drafters (gated: needs a Hugging Face token)",
+            drafters={
+                "draft_model": "meta-llama/Llama-3.2-1B-Instruct",
+                "eagle": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B",
+                "eagle3": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+            },
+            gated=True,
+        ),
+        Profile(
+            name="gpu-qwen3-8b",
+            device="cuda",
+            target="Qwen/Qwen3-8B",
+            description="Qwen3-8B with a Qwen3-0.6B draft and an EAGLE-3 head; no gated access needed",
+            drafters={
+                "draft_model": "Qwen/Qwen3-0.6B",
+                "eagle3": "AngelSlim/Qwen3-8B_eagle3",
+            },
+        ),
+        Profile(
+            name="gpu-synthetic",
+            device="cuda",
+            target="shape:llama-3.1-8b",
+            description="Llama-3.1-8B / 3.2-1B shapes with dummy weights; acceptance imposed by hand (timings only)",
+            drafters={"draft_model": "shape:llama-3.2-1b"},
+            synthetic=True,
+        ),
+    ]
+}
+
+DEFAULT_CPU_PROFILE = "cpu-tiny"
+DEFAULT_GPU_PROFILE = "gpu-llama8b"
+
+
+def get_profile(name: str | Profile | None = None) -> Profile:
+    """Look a profile up by name; ``None`` picks the default for this machine."""
+    if isinstance(name, Profile):
+        return name
+    if name is None:
+        name = default_profile_name()
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise SpeclabError(
+            f"unknown profile {name!r}: choose one of {', '.join(PROFILES)} (see `speclab models list`)"
+        ) from None
+
+
+def cuda_available() -> bool:
+    """True when an NVIDIA GPU is usable. Asks torch when it is importable, else nvidia-smi."""
+    override = os.environ.get("SPECLAB_DEVICE")
+    if override in ("cpu", "cuda"):
+        return override == "cuda"
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        pass
+    if shutil.which("nvidia-smi"):
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    return False
+
+
+def detect_device() -> str:
+    return "cuda" if cuda_available() else "cpu"
+
+
+def default_profile_name() -> str:
+    """``SPECLAB_PROFILE`` if set, else the CPU profile (the offline default).
+
+    GPU profiles need model downloads, so a GPU user picks one on purpose.
+    """
+    return os.environ.get("SPECLAB_PROFILE", DEFAULT_CPU_PROFILE)
+
+
+def require_device(profile: Profile) -> None:
+    """Fail with one clear line when a GPU profile is asked for on a machine without a GPU."""
+    if profile.device == "cuda" and not cuda_available():
+        raise SpeclabError(
+            f"profile {profile.name!r} needs an NVIDIA GPU and none was found: "
+            f"use --profile {DEFAULT_CPU_PROFILE} (or set SPECLAB_PROFILE={DEFAULT_CPU_PROFILE})"
+        )

@@ -1,0 +1,134 @@
+"""The main job: execute the notebook series headlessly and leave a run folder behind.
+
+``run_series`` executes every ``notebooks/NN_*.ipynb`` in order with papermill, passing the
+profile and the run folder as parameters. Each executed notebook is written under a temporary
+name and renamed when complete; a failed one is kept as ``NN_x.failed.ipynb`` for reading.
+The figures and per-notebook results the lessons save land in the same folder, and the run
+ends with ``summary.json`` and a short ``report.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+import time
+from pathlib import Path
+
+from .models import REPO_ROOT
+from .report import write_atomic, write_json
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+
+
+def series(notebook_dir: Path = NOTEBOOKS, only: list[str] | None = None) -> list[Path]:
+    """The numbered notebooks, in order; ``only`` keeps those whose name starts with a given prefix."""
+    books = sorted(p for p in Path(notebook_dir).glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        books = [b for b in books if any(b.name.startswith(o) for o in only)]
+    return books
+
+
+def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "python3",
+            timeout: int | None = None) -> tuple[bool, float, str | None]:
+    """Run one notebook with papermill into ``out_dir``; returns (ok, seconds, error line)."""
+    import papermill as pm
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / notebook.name
+    partial = out_dir / f".{notebook.stem}.partial.ipynb"
+    started = time.perf_counter()
+    try:
+        pm.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name=kernel,
+                            cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
+    except Exception as err:  # papermill's error names the failing cell; keep the notebook to read
+        if partial.exists():
+            partial.replace(out_dir / f"{notebook.stem}.failed.ipynb")
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[-1]
+        return False, time.perf_counter() - started, first_line[:300]
+    partial.replace(final)
+    return True, time.perf_counter() - started, None
+
+
+def _results(run_dir: Path) -> dict:
+    found = {}
+    for path in sorted((run_dir / "results").glob("*.json")):
+        try:
+            found[path.stem] = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            found[path.stem] = {"error": "unreadable results file"}
+    return found
+
+
+def _headline(values: dict, limit: int = 6) -> str:
+    """The first few scalar numbers of a notebook's results, for the one-line report."""
+    parts = []
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            continue
+        parts.append(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}")
+        if len(parts) == limit:
+            break
+    return ", ".join(parts)
+
+
+def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra: dict | None = None,
+               per_notebook: dict[str, dict] | None = None, log=print) -> dict:
+    """Execute the series; returns the summary that was written to ``run_dir/summary.json``."""
+    run_dir = Path(run_dir).resolve()
+    books = series(only=only)
+    if not books:
+        raise SystemExit(f"no notebooks matched {only!r} in {NOTEBOOKS}")
+    started = time.perf_counter()
+    entries = []
+    log(f"speclab run: {len(books)} notebooks, profile {profile}, output in {run_dir}")
+    for i, book in enumerate(books, 1):
+        params = {"profile": profile, "output_dir": str(run_dir), **(extra or {})}
+        params.update((per_notebook or {}).get(book.stem, {}))
+        log(f"[{i}/{len(books)}] {book.name} ... (elapsed {time.perf_counter() - started:.0f} s)")
+        ok, seconds, error = execute(book, run_dir / "notebooks", params)
+        log(f"[{i}/{len(books)}] {book.name} {'done' if ok else 'FAILED'} in {seconds:.0f} s" + (f": {error}" if error else ""))
+        entries.append({"notebook": book.name, "ok": ok, "seconds": round(seconds, 1), "error": error})
+    from .envcheck import versions
+
+    results = _results(run_dir)
+    summary = {
+        "profile": profile, "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "total_seconds": round(time.perf_counter() - started, 1), "environment": versions(),
+        "notebooks": entries, "results": results,
+        "figures": sorted(str(p.relative_to(run_dir)) for p in (run_dir / "figures").glob("*.png")),
+    }
+    write_json(run_dir / "summary.json", summary)
+    write_atomic(run_dir / "report.md", render_report(summary))
+    return summary
+
+
+def render_report(summary: dict) -> str:
+    lines = [f"# speclab run: profile {summary['profile']}", "",
+             f"Finished {summary['finished']} in {summary['total_seconds']:.0f} s "
+             f"(vLLM {summary['environment'].get('vllm')}, torch {summary['environment'].get('torch')}).", "",
+             "| notebook | status | seconds | headline |", "|---|---|---|---|"]
+    for e in summary["notebooks"]:
+        stem = e["notebook"].removesuffix(".ipynb")
+        headline = _headline(summary["results"].get(stem, {})) if e["ok"] else (e["error"] or "")
+        lines.append(f"| {e['notebook']} | {'ok' if e['ok'] else 'FAILED'} | {e['seconds']:.0f} | {headline} |")
+    lines += ["", f"Figures: {len(summary['figures'])} PNG files under figures/.", ""]
+    return "\n".join(lines)
+
+
+def default_run_dir() -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return REPO_ROOT / "runs" / stamp
+
+
+def main_job(profile: str, run_dir: Path | None, only: list[str] | None, extra: dict) -> int:
+    run_dir = run_dir or default_run_dir()
+    summary = run_series(profile, run_dir, only=only, extra=extra,
+                         log=lambda m: print(m, flush=True, file=sys.stdout))
+    failed = [e["notebook"] for e in summary["notebooks"] if not e["ok"]]
+    print(f"\nexecuted notebooks: {run_dir / 'notebooks'}\nfigures: {run_dir / 'figures'}\n"
+          f"summary: {run_dir / 'summary.json'}\nreport: {run_dir / 'report.md'}")
+    if failed:
+        print(f"FAILED: {', '.join(failed)} (see the .failed.ipynb files)")
+        return 1
+    return 0

@@ -1,0 +1,396 @@
+"""vLLM's OpenAI-compatible server for a profile: start it, talk to it, stop all of it.
+
+``serve`` is a context manager. It checks the speculative config, starts
+``python -m vllm.entrypoints.openai.api_server`` (the module entry point: the ``vllm`` command
+of the CPU build is broken) on a free port of 127.0.0.1 in a process group of its own, sends
+its log to a file and waits until ``/health`` answers. If the server dies or the wait times
+out, the error carries the server's own last log lines. On leaving the block, however it is
+left (normally, by an exception, by Ctrl-C), the whole process group is stopped: stopping the
+API server alone can leave its EngineCore and worker processes running.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import configs
+from .engine import CPU_DEFAULTS, CPU_KVCACHE_GIB, GPU_DEFAULTS, resolve_drafter
+from .models import cache_dir, resolve_model
+from .profiles import DEFAULT_CPU_PROFILE, Profile, SpeclabError, get_profile, require_device
+
+HOST = "127.0.0.1"
+ENTRY_POINT = "vllm.entrypoints.openai.api_server"
+STARTUP_TIMEOUT_S = 600.0  # a CPU start took 60-165 s here, more while other engines ran
+STOP_TIMEOUT_S = 20.0
+LOG_TAIL_LINES = 12
+CHECK_PROMPT = "Write a Python script to read a CSV file:"  # the seeds' curl check
+CHECK_MAX_TOKENS = 200
+
+
+class ServerError(SpeclabError):
+    """The server did not start, or died; the message ends with its last log lines."""
+
+
+def free_port(host: str = HOST) -> int:
+    """A port that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def served_name(profile: Profile) -> str:
+    """The model name clients send: the profile's target, without the ``local:`` prefix."""
+    return profile.target.split(":", 1)[1] if profile.target.startswith("local:") else profile.target
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
+                port: int, enforce_eager: bool = False, extra_args=()) -> list[str]:
+    """The command line that starts the server (the same defaults as ``speclab.engine``)."""
+    profile = get_profile(profile)
+    argv = [sys.executable, "-m", ENTRY_POINT, "--model", resolve_model(profile.target),
+            "--served-model-name", served_name(profile), "--host", HOST, "--port", str(port)]
+    for key, value in (CPU_DEFAULTS if profile.device == "cpu" else GPU_DEFAULTS).items():
+        argv += [_flag(key), str(value)]
+    if enforce_eager:
+        argv.append("--enforce-eager")
+    if speculative_config is not None:
+        argv += ["--speculative-config", json.dumps(resolve_drafter(speculative_config))]
+    return argv + [str(a) for a in extra_args]  # last: vLLM's parser lets a later flag win
+
+
+def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last non-empty lines of a log file (progress bars and blank lines dropped)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    kept, after_frame = [], False
+    for line in text.replace("\r", "\n").splitlines():
+        bare = line.strip()
+        if bare.startswith('File "'):  # a traceback frame and its source line say little to a user
+            after_frame = True
+            continue
+        if after_frame or not bare or set(bare) <= set("^~ "):
+            after_frame = False
+            continue
+        kept.append(line.rstrip())
+    return kept[-lines:]
+
+
+def _headline(lines: list[str]) -> str:
+    """The line that best says what went wrong: the last one that names an error."""
+    for line in reversed(lines):
+        if any(word in line for word in ("Error", "error:", "Exception", "Value error")):
+            return line.strip()
+    return lines[-1].strip() if lines else "no output"
+
+
+def group_processes(pgid: int) -> list:
+    """Live processes of a process group (zombies count as gone: nothing runs in them)."""
+    import psutil
+
+    members = []
+    for p in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(p)
+    return members
+
+
+def stop_group(pgid: int, timeout: float = STOP_TIMEOUT_S, leader: subprocess.Popen | None = None) -> None:
+    """SIGTERM the whole group, wait until it is gone, then SIGKILL whatever is left."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        if not group_processes(pgid):
+            break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if leader is not None:
+                leader.poll()  # reap our own child, else it lingers as a zombie
+            if not group_processes(pgid):
+                break
+            time.sleep(0.2)
+    if leader is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            leader.wait(timeout=5)
+
+
+@dataclass
+class Server:
+    """A running server: where it listens, where it logs, and how to reach it."""
+
+    port: int
+    model: str
+    log_path: Path
+    process: subprocess.Popen = field(repr=False)
+    speculative_config: dict | None = None
+    start_seconds: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        import httpx
+
+        try:
+            return httpx.get(f"{self.base_url}/health", timeout=timeout).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def metrics_text(self, timeout: float = 10.0) -> str:
+        """The raw Prometheus exposition text of ``/metrics``."""
+        import httpx
+
+        response = httpx.get(f"{self.base_url}/metrics", timeout=timeout)
+        response.raise_for_status()
+        return response.text
+
+    def counters(self):
+        """Speculative-decoding counters (cumulative since start) as a ``SpecCounters``."""
+        from .metrics import from_prometheus
+
+        return from_prometheus(self.metrics_text())
+
+    def client(self, **kwargs):
+        """The official ``openai.OpenAI`` client pointed at this server (no retries by default)."""
+        import openai
+
+        kwargs.setdefault("max_retries", 0)
+        kwargs.setdefault("timeout", 120.0)
+        return openai.OpenAI(base_url=f"{self.base_url}/v1", api_key="not-needed", **kwargs)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        return log_tail(self.log_path, lines)
+
+    def processes(self) -> list:
+        """Live processes of the server's group: API server, EngineCore, workers."""
+        return group_processes(self.pid)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop the whole process group; safe to call twice or after the server died."""
+        stop_group(self.pid, timeout, leader=self.process)
+        with contextlib.suppress(ValueError):
+            atexit.unregister(self.stop)
+
+
+def default_log_path(port: int) -> Path:
+    return cache_dir() / "logs" / f"server-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
+
+
+def _server_env(profile: Profile) -> dict:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if profile.device == "cpu":
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+    return env
+
+
+def start(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
+          port: int | None = None, log_path: str | Path | None = None, startup_timeout: float = STARTUP_TIMEOUT_S,
+          extra_args=(), enforce_eager: bool = False, validate: bool = True) -> Server:
+    """Start the server and wait until it is healthy; prefer ``serve`` (it always stops it).
+
+    ``validate=False`` skips speclab's own config check, so that vLLM's check answers.
+    """
+    profile = get_profile(profile)
+    require_device(profile)
+    if validate:
+        configs.validate(speculative_config, target=resolve_model(profile.target))
+    port = port or free_port()
+    log_path = Path(log_path) if log_path else default_log_path(port)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = server_argv(profile, speculative_config, port=port, enforce_eager=enforce_eager, extra_args=extra_args)
+    started = time.perf_counter()
+    with open(log_path, "wb") as log:
+        log.write(f"$ {shlex.join(argv)}\n".encode())
+        log.flush()
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=_server_env(profile), start_new_session=True)
+    server = Server(port, served_name(profile), log_path, process, speculative_config)
+    atexit.register(server.stop)  # a kernel that exits without leaving the with-block
+    try:
+        _wait_healthy(server, startup_timeout)
+    except BaseException:
+        server.stop()
+        raise
+    server.start_seconds = time.perf_counter() - started
+    return server
+
+
+def _wait_healthy(server: Server, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        code = server.process.poll()
+        if code is not None:
+            lines = server.log_tail()
+            raise ServerError(
+                f"the vLLM server exited during start-up (code {code}): {_headline(lines)} "
+                f"[full log: {server.log_path}]\n" + "\n".join("    " + ln for ln in lines))
+        if server.healthy():
+            return
+        if time.monotonic() > deadline:
+            lines = server.log_tail()
+            raise ServerError(
+                f"the vLLM server was not healthy after {timeout:.0f} s: raise startup_timeout or read "
+                f"{server.log_path}\n" + "\n".join("    " + ln for ln in lines))
+        time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def serve(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
+          port: int | None = None, log_path: str | Path | None = None, startup_timeout: float = STARTUP_TIMEOUT_S,
+          extra_args=(), enforce_eager: bool = False, validate: bool = True):
+    """Run vLLM's OpenAI-compatible server for the block; yields a :class:`Server`."""
+    server = start(profile, speculative_config, port=port, log_path=log_path, startup_timeout=startup_timeout,
+                   extra_args=extra_args, enforce_eager=enforce_eager, validate=validate)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------- clients
+
+def curl_command(server, prompt: str = CHECK_PROMPT, max_tokens: int = CHECK_MAX_TOKENS) -> str:
+    """The seeds' check as one shell line: a greedy completion request to the server."""
+    body = json.dumps({"model": server.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
+    return (f"curl {server.base_url}/v1/completions -H 'Content-Type: application/json' "
+            f"-d {shlex.quote(body)}")
+
+
+@dataclass(frozen=True)
+class StreamTiming:
+    """One streamed request: its text and when its tokens arrived."""
+
+    text: str
+    output_tokens: int
+    ttft: float  # seconds from sending the request to the first token
+    latency: float  # seconds from sending the request to the last token
+
+    @property
+    def tpot(self) -> float:
+        """Mean time per output token after the first (what a reader feels as speed)."""
+        return (self.latency - self.ttft) / (self.output_tokens - 1) if self.output_tokens > 1 else 0.0
+
+
+def stream_timed(client, model: str, prompt: str | None = None, messages: list | None = None,
+                 max_tokens: int = 64, temperature: float = 0.0) -> StreamTiming:
+    """Stream one completion (``prompt``) or chat (``messages``) with the openai client; time it.
+
+    A chunk can carry several tokens (speculation accepts them together), so the token count
+    comes from the usage record the server appends (``stream_options.include_usage``).
+    """
+    kwargs = dict(model=model, max_tokens=max_tokens, temperature=temperature, stream=True,
+                  stream_options={"include_usage": True})
+    sent = time.perf_counter()
+    if messages is not None:
+        stream = client.chat.completions.create(messages=messages, **kwargs)
+    else:
+        stream = client.completions.create(prompt=prompt, **kwargs)
+    parts, first, last, tokens = [], None, sent, 0
+    for chunk in stream:
+        if chunk.usage is not None:
+            tokens = chunk.usage.completion_tokens
+        for choice in chunk.choices:
+            piece = choice.delta.content if messages is not None else choice.text
+            if piece:
+                now = time.perf_counter()
+                first = first if first is not None else now
+                last = now
+                parts.append(piece)
+    if first is None:
+        raise ServerError("the stream ended without any token")
+    return StreamTiming("".join(parts), tokens, first - sent, last - sent)
+
+
+# ---------------------------------------------------------------- metrics beyond the spec counters
+
+def metric_values(text: str) -> dict[str, float]:
+    """Every sample of Prometheus text summed over labels, by plain name (``_created`` dropped).
+
+    Names lose the ``vllm:`` prefix, so ``vllm:generation_tokens_total`` -> ``generation_tokens_total``.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.endswith("_created"):
+                continue
+            name = s.name.split(":", 1)[-1]
+            values[name] = values.get(name, 0.0) + s.value
+    return values
+
+
+# ---------------------------------------------------------------- `speclab serve`
+
+def add_serve_args(p) -> None:
+    p.add_argument("--profile", default=None, help=f"default: {DEFAULT_CPU_PROFILE} (or $SPECLAB_PROFILE)")
+    p.add_argument("--method", default="ngram", choices=["none", *configs.METHODS],
+                   help="speculative method; 'none' serves without speculation")
+    p.add_argument("--num-spec-tokens", type=int, default=3, help="k: draft tokens per step")
+    p.add_argument("--prompt-lookup-max", type=int, default=configs.DEFAULT_LOOKUP_MAX)
+    p.add_argument("--prompt-lookup-min", type=int, default=configs.DEFAULT_LOOKUP_MIN)
+    p.add_argument("--port", type=int, default=None, help="default: a free port")
+    p.add_argument("--enforce-eager", action="store_true", help="skip torch.compile: faster start, slower tokens")
+    p.add_argument("--startup-timeout", type=float, default=STARTUP_TIMEOUT_S)
+    p.add_argument("--log", dest="log_path", default=None, help="server log file (default: under the speclab cache)")
+
+
+def config_from_args(args, profile: Profile) -> dict | None:
+    """The speculative config the serve flags ask for; drafters come from the profile."""
+    k, method = args.num_spec_tokens, args.method
+    if method == "none":
+        return None
+    if method == "ngram":
+        return configs.ngram(k, args.prompt_lookup_max, args.prompt_lookup_min)
+    if method in ("mtp", "suffix"):
+        return configs.build(method, k)
+    drafter = profile.drafter(method)
+    if drafter is None:
+        raise SpeclabError(f"profile {profile.name} has no {method} drafter: pick another --method (e.g. ngram)")
+    if method in ("eagle", "eagle3"):
+        return configs.build(method, k, model=drafter, target=None if drafter.startswith("local:") else profile.target)
+    return configs.build(method, k, model=drafter)
+
+
+def cmd_serve(args) -> int:
+    profile = get_profile(args.profile)
+    config = config_from_args(args, profile)
+    print(f"speclab: starting vLLM for {profile.name} ({args.method}); this takes a minute or two on a CPU", flush=True)
+    with serve(profile, config, port=args.port, log_path=args.log_path, startup_timeout=args.startup_timeout,
+               enforce_eager=args.enforce_eager) as server:
+        print(f"serving {server.model} at {server.base_url}/v1 (ready after {server.start_seconds:.0f} s)")
+        print(f"speculative config: {json.dumps(config)}")
+        print(f"log: {server.log_path}")
+        print("check it:")
+        print(f"  {curl_command(server)}")
+        print(f"metrics: curl -s {server.base_url}/metrics | grep spec_decode")
+        print("Ctrl-C stops the server (and every process it started).", flush=True)
+        while server.alive():
+            time.sleep(1.0)
+        lines = server.log_tail()
+        raise ServerError(f"the server exited on its own: {_headline(lines)} [log: {server.log_path}]")

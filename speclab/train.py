@@ -1,0 +1,656 @@
+"""Train drafters for SmolLM2-135M-Instruct by self-distillation, in plain torch on the CPU.
+
+Three steps, each a function:
+
+1. ``generate_data``: the target answers a prompt set with vLLM (greedy). A drafter is good when
+   it guesses what *this* target says next, so the target's own answers are the training text.
+2. ``target_features``: one forward pass of the target (transformers, float32) over every
+   prompt + answer gives the hidden states the heads read: the last (normed) one for EAGLE and
+   Medusa, three intermediate ones for EAGLE-3.
+3. ``train``: fits one drafter (``draft_model``, ``eagle``, ``eagle3``, ``medusa``) and saves it in
+   the layout vLLM loads (see :mod:`speclab.drafters`), with a ``card.json``.
+
+EAGLE and EAGLE-3 are trained the way vLLM runs them: at draft step j the head sees its own
+previous output, and its attention reads the keys of the first pass (made from the target's
+features) plus its own earlier steps at the same place ("training-time test"). Every loss is
+computed over the tokens that occur in the training text only (a vocabulary subset), which makes
+the lm_head product ~6x cheaper on a CPU; the lm_head itself is the target's, frozen.
+
+``python -m speclab.train --method eagle --steps 600`` trains and saves; ``--evaluate`` then
+measures acceptance with vLLM on the held-out prompts and writes it into the card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import drafters
+from .models import cache_dir, fetch_smollm2
+from .profiles import SpeclabError
+
+DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"
+TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
+DEFAULT_STEPS = {"eagle": 600, "eagle3": 600, "draft_model": 600, "medusa": 400}
+DEFAULT_LR = {"eagle": 1e-3, "eagle3": 1e-3, "draft_model": 3e-4, "medusa": 1e-3}
+TTT_STEPS = 3  # draft steps unrolled in training (k=3 at evaluation)
+DRAFT_INIT_LAYERS = (0, 29)  # target layers that initialise the 2-layer draft model
+MAX_LEN = 640
+
+
+# ---------------------------------------------------------------- 1. data: the target answers
+
+def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_tokens: int = 256,
+                  num_prompts: int | None = None, enforce_eager: bool = True) -> Path:
+    """Greedy answers of the target (vLLM) to a prompt set, saved as token ids (JSONL)."""
+    from vllm import SamplingParams
+
+    from .data import apply_chat_template, load_prompts
+    from .engine import open_engine
+    from .report import write_atomic
+
+    records = load_prompts(prompts, num_prompts=num_prompts)
+    token_prompts = apply_chat_template(str(fetch_smollm2(quiet=True)), records)
+    with open_engine("cpu-tiny", None, enforce_eager=enforce_eager) as llm:
+        outputs = llm.generate(token_prompts, SamplingParams(temperature=0, max_tokens=max_tokens), use_tqdm=False)
+    lines = [json.dumps({"id": r.id, "category": r.category, "prompt_ids": p["prompt_token_ids"],
+                         "answer_ids": list(o.outputs[0].token_ids)})
+             for r, p, o in zip(records, token_prompts, outputs)]
+    return write_atomic(out, "\n".join(lines) + "\n")
+
+
+def load_data(path: str | Path = DATA_FILE, num_sequences: int | None = None) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise SpeclabError(f"no training data at {path}: run speclab.train.generate_data() (needs vLLM) first")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows[:num_sequences] if num_sequences else rows
+
+
+# ---------------------------------------------------------------- 2. the target's hidden states
+
+@dataclass
+class Sequence:
+    ids: "torch.Tensor"  # [L] prompt + answer
+    prompt_len: int
+    final: "torch.Tensor"  # [L, h] last hidden state after the final norm (what lm_head reads)
+    aux: "torch.Tensor | None" = None  # [L, 3h] outputs of the EAGLE-3 layers, concatenated
+
+
+def load_target():
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(fetch_smollm2(quiet=True)), dtype=torch.float32)
+    return model.eval()
+
+
+def target_features(rows: list[dict], model=None, aux_layers=drafters.EAGLE3_AUX_LAYERS,
+                    max_len: int = MAX_LEN) -> list[Sequence]:
+    """Run the target once over each prompt + answer; keep the hidden states the drafters read."""
+    import torch
+
+    model = model or load_target()
+    out = []
+    with torch.no_grad():
+        for row in rows:
+            ids = torch.tensor((row["prompt_ids"] + row["answer_ids"])[:max_len])
+            res = model.model(input_ids=ids[None], output_hidden_states=True)
+            states = res.hidden_states  # [embeddings, after layer 1, ..., after the final norm]
+            aux = torch.cat([states[i][0] for i in aux_layers], dim=-1) if aux_layers else None
+            out.append(Sequence(ids, len(row["prompt_ids"]), res.last_hidden_state[0].to(torch.bfloat16),
+                                aux.to(torch.bfloat16) if aux is not None else None))
+    return out
+
+
+def vocab_subset(seqs: list[Sequence], limit: int | None = None):
+    """Token ids that occur in the data, most frequent first (``limit`` keeps the top ones)."""
+    import torch
+
+    counts = torch.bincount(torch.cat([s.ids for s in seqs]), minlength=1)
+    order = torch.argsort(counts, descending=True)
+    order = order[counts[order] > 0]
+    return order[:limit] if limit else order
+
+
+# ---------------------------------------------------------------- pieces of a Llama layer
+
+def rms_norm(x, weight, eps: float = 1e-5):
+    import torch
+
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)) * weight
+
+
+def rotary(x, positions, theta: float):
+    """Rotate-half rotary embedding (vLLM's neox style for Llama). x: [..., T, d]."""
+    import torch
+
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    ang = positions.float()[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
+    half = d // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rotated * sin
+
+
+class Layer:
+    """Parameters of one Llama decoder layer as a dict of tensors (Hugging Face names)."""
+
+    def __init__(self, cfg: dict, qkv_in: int | None = None):
+        import torch
+
+        h, inter, q, kv = drafters._dims(cfg)
+        self.heads, self.kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        self.head_dim, self.theta = q // self.heads, _rope_theta(cfg)
+        qkv_in = qkv_in or h
+        shapes = {"self_attn.q_proj.weight": (q, qkv_in), "self_attn.k_proj.weight": (kv, qkv_in),
+                  "self_attn.v_proj.weight": (kv, qkv_in), "self_attn.o_proj.weight": (h, q),
+                  "mlp.gate_proj.weight": (inter, h), "mlp.up_proj.weight": (inter, h),
+                  "mlp.down_proj.weight": (h, inter)}
+        self.p = {n: torch.nn.Parameter(torch.randn(*s) * 0.02) for n, s in shapes.items()}
+        self.p["post_attention_layernorm.weight"] = torch.nn.Parameter(torch.ones(h))
+
+    def qkv(self, x, positions):
+        """x: [B, T, in] -> q [B, H, T, d], k, v [B, H, T, d] (kv heads repeated)."""
+        B, T, _ = x.shape
+        q = (x @ self.p["self_attn.q_proj.weight"].T).view(B, T, self.heads, self.head_dim).transpose(1, 2)
+        k = (x @ self.p["self_attn.k_proj.weight"].T).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = (x @ self.p["self_attn.v_proj.weight"].T).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = rotary(q, positions, self.theta), rotary(k, positions, self.theta)
+        rep = self.heads // self.kv_heads
+        return q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+
+    def attend(self, q, keys, values):
+        """Causal attention over the first pass's keys plus this place's own earlier steps.
+
+        ``keys[0]``/``values[0]`` come from draft step 0 (all positions, causal); ``keys[m]``
+        (m >= 1) from step m at the same place only: what vLLM's KV cache holds at step j.
+        """
+        import torch
+
+        B, H, T, d = q.shape
+        scale = 1.0 / math.sqrt(d)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        s0 = (q @ keys[0].transpose(-1, -2)) * scale
+        s0 = s0.masked_fill(~causal, float("-inf"))
+        diag = [(q * k).sum(-1, keepdim=True) * scale for k in keys[1:]]
+        p = torch.softmax(torch.cat([s0, *diag], -1), -1)
+        out = p[..., :T] @ values[0]
+        for m, v in enumerate(values[1:]):
+            out = out + p[..., T + m:T + m + 1] * v
+        return out.transpose(1, 2).reshape(B, T, H * d) @ self.p["self_attn.o_proj.weight"].T
+
+    def mlp(self, x):
+        import torch.nn.functional as F
+
+        return (F.silu(x @ self.p["mlp.gate_proj.weight"].T) * (x @ self.p["mlp.up_proj.weight"].T)) @ \
+            self.p["mlp.down_proj.weight"].T
+
+    def load(self, tensors: dict, prefix: str):
+        import torch
+
+        with torch.no_grad():
+            for name, param in self.p.items():
+                if f"{prefix}.{name}" in tensors:
+                    param.copy_(tensors[f"{prefix}.{name}"].float())
+
+    def export(self, prefix: str) -> dict:
+        return {f"{prefix}.{n}": p.detach() for n, p in self.p.items()}
+
+
+def _rope_theta(cfg: dict) -> float:
+    return float((cfg.get("rope_parameters") or {}).get("rope_theta") or cfg.get("rope_theta") or 10000.0)
+
+
+# ---------------------------------------------------------------- 3. the drafters
+
+class Head:
+    """Common parts: the target's frozen embedding/lm_head restricted to a vocabulary subset."""
+
+    def __init__(self, embed, subset):
+        self.embed, self.subset = embed, subset  # embed: [V, h] float32, frozen
+        self.lm_rows = embed[subset]  # [V_sub, h]
+        self.to_sub = {int(t): i for i, t in enumerate(subset)}
+        import torch
+
+        self.lookup = torch.full((embed.shape[0],), -100, dtype=torch.long)
+        self.lookup[subset] = torch.arange(len(subset))
+
+    def ce(self, hidden, labels, mask):
+        import torch.nn.functional as F
+
+        logits = hidden[mask] @ self.lm_rows.T
+        target = self.lookup[labels[mask]]
+        loss = F.cross_entropy(logits.float(), target, ignore_index=-100)
+        acc = (logits.argmax(-1) == target).float().mean()
+        return loss, acc
+
+
+class EagleHead(Head):
+    """EAGLE (vLLM's llama_eagle): fc([embedding; feature]) -> one decoder layer (no input norm)."""
+
+    method = "eagle"
+
+    def __init__(self, cfg, embed, subset):
+        super().__init__(embed, subset)
+        import torch
+
+        h = cfg["hidden_size"]
+        self.cfg, self.eps = cfg, cfg["rms_norm_eps"]
+        self.layer = Layer(cfg)
+        self.fc = torch.nn.Parameter(torch.randn(h, 2 * h) * (1.0 / math.sqrt(2 * h)))
+        with torch.no_grad():  # start as "pass the feature through": fc = [0 | I]
+            self.fc.zero_()
+            self.fc[:, h:] = torch.eye(h)
+
+    def parameters(self):
+        return [self.fc, *self.layer.p.values()]
+
+    def inputs(self, seq_batch):
+        return seq_batch["final"].float()
+
+    def step(self, tokens, hidden, positions, keys, values):
+        """One draft step over all places: returns (logit feature, next hidden, k, v)."""
+        x = torch_cat([self.embed[tokens], hidden]) @ self.fc.T
+        q, k, v = self.layer.qkv(x, positions)
+        attn = self.layer.attend(q, keys + [k], values + [v])
+        residual = x + attn
+        out = residual + self.layer.mlp(rms_norm(residual, self.layer.p["post_attention_layernorm.weight"], self.eps))
+        return out, out, k, v
+
+    def extra_loss(self, out, target_final, mask):
+        import torch.nn.functional as F
+
+        return F.smooth_l1_loss(out[mask], target_final[mask].float())
+
+    def export(self):
+        t = self.layer.export("layers.0")
+        t["fc.weight"] = self.fc.detach()
+        return t
+
+    def config(self):
+        return drafters.llama_config(1)
+
+
+class Eagle3Head(Head):
+    """EAGLE-3 (vLLM's llama_eagle3): fc fuses three target layers; the layer attends over
+    [norm(embedding); norm(feature)]; the final norm feeds the lm_head."""
+
+    method = "eagle3"
+
+    def __init__(self, cfg, embed, subset):
+        super().__init__(embed, subset)
+        import torch
+
+        h, n = cfg["hidden_size"], len(drafters.EAGLE3_AUX_LAYERS)
+        self.cfg, self.eps = cfg, cfg["rms_norm_eps"]
+        self.layer = Layer(cfg, qkv_in=2 * h)
+        self.fc = torch.nn.Parameter(torch.randn(h, n * h) * (1.0 / math.sqrt(n * h)))
+        self.norms = {k: torch.nn.Parameter(torch.ones(h)) for k in ("input_layernorm", "hidden_norm", "norm")}
+
+    def parameters(self):
+        return [self.fc, *self.layer.p.values(), *self.norms.values()]
+
+    def inputs(self, seq_batch):
+        return seq_batch["aux"].float() @ self.fc.T
+
+    def step(self, tokens, hidden, positions, keys, values):
+        e = rms_norm(self.embed[tokens], self.norms["input_layernorm"], self.eps)
+        residual = hidden
+        x = torch_cat([e, rms_norm(hidden, self.norms["hidden_norm"], self.eps)])
+        q, k, v = self.layer.qkv(x, positions)
+        residual = residual + self.layer.attend(q, keys + [k], values + [v])
+        residual = residual + self.layer.mlp(rms_norm(residual, self.layer.p["post_attention_layernorm.weight"], self.eps))
+        return rms_norm(residual, self.norms["norm"], self.eps), residual, k, v
+
+    def extra_loss(self, out, target_final, mask):
+        return None
+
+    def export(self):
+        t = self.layer.export("midlayer")
+        t.update({f"midlayer.{n}.weight": self.norms[n].detach() for n in ("input_layernorm", "hidden_norm")})
+        t["norm.weight"] = self.norms["norm"].detach()
+        t["fc.weight"] = self.fc.detach()
+        return t
+
+    def config(self):
+        return drafters.eagle3_config()
+
+
+def torch_cat(parts):
+    import torch
+
+    return torch.cat(parts, dim=-1)
+
+
+def ttt_loss(head, batch, steps: int = TTT_STEPS):
+    """Unrolled draft steps; step j at place i reads token i+1+j and predicts token i+2+j."""
+    import torch
+
+    ids, lengths, prompt_lens = batch["ids"], batch["lengths"], batch["prompt_lens"]
+    B, L = ids.shape
+    hidden = head.inputs(batch)
+    keys, values, total, accs = [], [], 0.0, []
+    for j in range(steps):
+        T = L - 2 - j
+        if T <= 0:
+            break
+        place = torch.arange(T)
+        tokens = ids[:, 1 + j:1 + j + T]
+        labels = ids[:, 2 + j:2 + j + T]
+        mask = (place[None, :] + 2 + j < lengths[:, None]) & (place[None, :] + 2 + j >= prompt_lens[:, None])
+        out, nxt, k, v = head.step(tokens, hidden[:, :T], place + j, [kk[..., :T, :] for kk in keys],
+                                   [vv[..., :T, :] for vv in values])
+        if k is not None and j == 0:
+            keys, values = [k], [v]
+        elif k is not None:
+            keys, values = keys + [k], values + [v]
+        loss, acc = head.ce(out, labels, mask)
+        extra = head.extra_loss(out, batch["final"][:, 1 + j:1 + j + T], mask)
+        step_loss = loss + (extra if extra is not None else 0.0)
+        total = total + step_loss * (0.8 ** j)
+        accs.append(float(acc))
+        hidden = nxt
+    return total, accs
+
+
+class MedusaHeads(Head):
+    """Medusa (vLLM's medusa.py): head m is x + SiLU(W x) on the target's last hidden state,
+    then the (shared, truncated) lm_head; head m guesses the token m+2 places ahead."""
+
+    method = "medusa"
+
+    def __init__(self, cfg, embed, subset, num_heads: int = drafters.MEDUSA_HEADS):
+        super().__init__(embed, subset)
+        import torch
+
+        h = cfg["hidden_size"]
+        self.w = [torch.nn.Parameter(torch.zeros(h, h)) for _ in range(num_heads)]  # zero: head = next-token head
+
+    def parameters(self):
+        return list(self.w)
+
+    def loss(self, batch):
+        import torch
+        import torch.nn.functional as F
+
+        ids, final = batch["ids"], batch["final"].float()
+        L = ids.shape[1]
+        total, accs = 0.0, []
+        for m, w in enumerate(self.w):
+            T = L - 2 - m
+            if T <= 0:
+                break
+            place = torch.arange(T)
+            x = final[:, :T]
+            out = x + F.silu(x @ w.T)
+            mask = (place[None, :] + 2 + m < batch["lengths"][:, None]) & \
+                   (place[None, :] + 2 + m >= batch["prompt_lens"][:, None])
+            loss, acc = self.ce(out, ids[:, 2 + m:2 + m + T], mask)
+            total, accs = total + loss, accs + [float(acc)]
+        return total, accs
+
+    def export(self):
+        import torch
+
+        t = {f"blocks.{m}.layers.0.weight": w.detach() for m, w in enumerate(self.w)}
+        t["lm_heads.0.weight"] = self.lm_rows.detach().clone()
+        t["token_map"] = self.subset.to(torch.long).clone()
+        return t
+
+    def config(self):
+        return drafters.medusa_config(len(self.w), 1, len(self.subset))
+
+
+class DraftModel(Head):
+    """A 2-layer Llama with the target's width and its frozen, tied embedding (vLLM draft_model)."""
+
+    method = "draft_model"
+
+    def __init__(self, cfg, embed, subset, init: dict | None = None):
+        super().__init__(embed, subset)
+        import torch
+
+        self.cfg, self.eps = cfg, cfg["rms_norm_eps"]
+        self.layers = [Layer(cfg) for _ in range(drafters.DRAFT_MODEL_LAYERS)]
+        h = cfg["hidden_size"]
+        for layer in self.layers:
+            layer.p["input_layernorm.weight"] = torch.nn.Parameter(torch.ones(h))
+        self.norm = torch.nn.Parameter(torch.ones(h))
+        if init:
+            for layer, src in zip(self.layers, DRAFT_INIT_LAYERS):
+                layer.load(init, f"model.layers.{src}")
+            with torch.no_grad():
+                self.norm.copy_(init["model.norm.weight"].float())
+
+    def parameters(self):
+        return [self.norm, *(p for layer in self.layers for p in layer.p.values())]
+
+    def loss(self, batch):
+        import torch
+
+        ids = batch["ids"]
+        B, L = ids.shape
+        T = L - 1
+        place = torch.arange(T)
+        x = self.embed[ids[:, :T]]
+        for layer in self.layers:
+            q, k, v = layer.qkv(rms_norm(x, layer.p["input_layernorm.weight"], self.eps), place)
+            x = x + layer.attend(q, [k], [v])
+            x = x + layer.mlp(rms_norm(x, layer.p["post_attention_layernorm.weight"], self.eps))
+        out = rms_norm(x, self.norm, self.eps)
+        mask = (place[None, :] + 1 < batch["lengths"][:, None]) & (place[None, :] + 1 >= batch["prompt_lens"][:, None])
+        loss, acc = self.ce(out, ids[:, 1:], mask)
+        return loss, [float(acc)]
+
+    def export(self):
+        t = {}
+        for i, layer in enumerate(self.layers):
+            t.update(layer.export(f"model.layers.{i}"))
+        t["model.norm.weight"] = self.norm.detach()
+        return t
+
+    def config(self):
+        return drafters.llama_config(drafters.DRAFT_MODEL_LAYERS)
+
+
+# ---------------------------------------------------------------- the training loop
+
+@dataclass
+class TrainResult:
+    method: str
+    folder: Path
+    steps: int
+    seconds: float
+    losses: list[float] = field(default_factory=list)
+    accuracies: list[list[float]] = field(default_factory=list)  # per logged step, per draft position
+
+    @property
+    def final_loss(self) -> float:
+        tail = self.losses[-max(1, len(self.losses) // 10):]
+        return sum(tail) / len(tail)
+
+
+def make_batch(seqs: list[Sequence]) -> dict:
+    import torch
+
+    L = max(len(s.ids) for s in seqs)
+    pad = lambda t, n: torch.nn.functional.pad(t, (0, 0, 0, n - t.shape[0])) if t.dim() == 2 else \
+        torch.nn.functional.pad(t, (0, n - t.shape[0]))  # noqa: E731
+    batch = {"ids": torch.stack([pad(s.ids, L) for s in seqs]),
+             "lengths": torch.tensor([len(s.ids) for s in seqs]),
+             "prompt_lens": torch.tensor([s.prompt_len for s in seqs]),
+             "final": torch.stack([pad(s.final, L) for s in seqs])}
+    if seqs[0].aux is not None:
+        batch["aux"] = torch.stack([pad(s.aux, L) for s in seqs])
+    return batch
+
+
+def build_drafter(method: str, seqs: list[Sequence]):
+    import torch
+
+    tensors = drafters.target_weights("model.embed_tokens.weight", *(
+        [f"model.layers.{i}.{n}" for i in DRAFT_INIT_LAYERS for n in _LAYER_NAMES] + ["model.norm.weight"]
+        if method == "draft_model" else []))
+    embed = tensors["model.embed_tokens.weight"].float()
+    cfg = drafters.target_config()
+    if method == "medusa":
+        return MedusaHeads(cfg, embed, vocab_subset(seqs, drafters.MEDUSA_VOCAB))
+    subset = vocab_subset(seqs)
+    if method == "eagle":
+        return EagleHead(cfg, embed, subset)
+    if method == "eagle3":
+        return Eagle3Head(cfg, embed, subset)
+    if method == "draft_model":
+        return DraftModel(cfg, embed, subset, init=tensors)
+    raise SpeclabError(f"cannot train method {method!r}: choose one of {', '.join(TRAIN_METHODS)}")
+
+
+_LAYER_NAMES = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                "input_layernorm.weight", "post_attention_layernorm.weight")
+
+
+def train(method: str, out: str | Path | None = None, *, steps: int | None = None, batch_size: int = 4,
+          lr: float | None = None, num_sequences: int | None = None, data: str | Path = DATA_FILE,
+          features: list[Sequence] | None = None, threads: int = 2, seed: int = 0, max_len: int = MAX_LEN,
+          log_every: int = 25, quiet: bool = False) -> TrainResult:
+    """Train one drafter on self-distilled data and save it (vLLM layout + card.json) to ``out``."""
+    import random
+
+    import torch
+
+    if method not in TRAIN_METHODS:
+        raise SpeclabError(f"cannot train method {method!r}: choose one of {', '.join(TRAIN_METHODS)}")
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    steps = steps or DEFAULT_STEPS[method]
+    lr = lr or DEFAULT_LR[method]
+    started = time.perf_counter()
+    rows = load_data(data, num_sequences)
+    seqs = features or target_features(rows, max_len=max_len,
+                                       aux_layers=drafters.EAGLE3_AUX_LAYERS if method == "eagle3" else ())
+    feature_s = time.perf_counter() - started
+    model = build_drafter(method, seqs)
+    params = model.parameters()
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    rng = random.Random(seed)
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i].ids))  # similar lengths batch together
+    groups = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    result = TrainResult(method, Path(out) if out else None, steps, 0.0)
+    for step in range(steps):
+        batch = make_batch([seqs[i] for i in rng.choice(groups)])
+        loss, accs = ttt_loss(model, batch) if method in ("eagle", "eagle3") else model.loss(batch)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        result.losses.append(float(loss))
+        result.accuracies.append(accs)
+        if not quiet and (step % log_every == 0 or step == steps - 1):
+            print(f"[{method}] step {step:4d} loss {float(loss):.3f} acc {' '.join(f'{a:.2f}' for a in accs)} "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+    result.seconds = time.perf_counter() - started
+    if out is not None:
+        save(model, Path(out), result, rows, feature_s, batch_size=batch_size, lr=lr, threads=threads, seed=seed,
+             data=data, max_len=max_len)
+    return result
+
+
+def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: float, **settings) -> Path:
+    """Weights in bf16 (the dtype the CPU profile runs), config.json, and a card without acceptance yet."""
+    import torch
+
+    from .models import atomic_folder
+
+    tensors = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in model.export().items()}
+    n = max(1, len(result.accuracies) // 10)
+    tail = list(zip(*[a for a in result.accuracies[-n:] if a])) or [[]]
+    card = {
+        "method": model.method, "trained": True, "target": "SmolLM2-135M-Instruct",
+        "data": {"source": "self-distillation: greedy answers of the target (vLLM) to data/prompts/train.jsonl",
+                 "file": str(Path(settings["data"]).name), "sequences": len(rows),
+                 "answer_tokens": sum(len(r["answer_ids"]) for r in rows), "max_len": settings["max_len"]},
+        "training": {"steps": result.steps, "batch_size": settings["batch_size"], "lr": settings["lr"],
+                     "threads": settings["threads"], "seed": settings["seed"], "seconds": round(result.seconds, 1),
+                     "feature_seconds": round(feature_s, 1), "final_loss": round(result.final_loss, 4),
+                     "first_loss": round(result.losses[0], 4) if result.losses else None,
+                     "train_top1_per_position": [round(sum(c) / len(c), 3) for c in tail if c],
+                     "command": f"python -m speclab.train --method {model.method} --steps {result.steps}"},
+        "acceptance": None,
+    }
+    with atomic_folder(out) as scratch:
+        drafters.write_folder(scratch, model.config(), tensors, card)
+    (out / ".complete").unlink(missing_ok=True)  # a shipped folder needs no cache marker
+    return out
+
+
+# ---------------------------------------------------------------- acceptance, measured with vLLM
+
+def evaluate(folders: dict, *, k: int = 3, prompts: str = "heldout", num_prompts: int | None = None,
+             output_len: int = 128, enforce_eager: bool = False, write_card: bool = True, log=None) -> dict:
+    """Acceptance with vLLM for ``{method: folder}``: one baseline, then each drafter (greedy).
+
+    Writes the measurement into each folder's card.json (``acceptance``) and returns them by method.
+    """
+    from . import bench, configs
+    from .report import write_json
+
+    records, inputs = bench.prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
+    cfgs = [configs.build(m, k=k, model=str(drafters.loadable(m, f))) for m, f in folders.items()]
+    results = bench.sweep("cpu-tiny", cfgs, inputs, bench.greedy(output_len), dataset=f"data/prompts/{prompts}.jsonl",
+                          enforce_eager=enforce_eager, log=log)
+    out = {}
+    for (method, folder), result in zip(folders.items(), results):
+        s, b = result.speculative, result.baseline
+        out[method] = {
+            "method": method, "k": k, "prompt_set": f"data/prompts/{prompts}.jsonl", "num_prompts": len(records),
+            "output_len": output_len, "temperature": 0, "enforce_eager": enforce_eager,
+            "acceptance_length": round(s.counters.acceptance_length, 4),
+            "draft_acceptance_rate": round(s.counters.draft_acceptance_rate, 4),
+            "per_position_rates": [round(r, 4) for r in s.counters.per_position_rates],
+            "tokens_per_s": round(s.output_tokens_per_s, 2), "baseline_tokens_per_s": round(b.output_tokens_per_s, 2),
+            "speedup": round(result.speedup, 3), "outputs_identical": result.outputs_identical,
+            "device": "CPU, 2 cores shared with other work (timings are noisy)",
+        }
+        if write_card:
+            card = drafters.read_card(folder)
+            card["acceptance"] = out[method]
+            write_json(Path(folder) / drafters.CARD, card)
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m speclab.train", description=__doc__.splitlines()[0])
+    parser.add_argument("--method", choices=TRAIN_METHODS, required=True)
+    parser.add_argument("--out", help="output folder (default: data/drafters/<method>)")
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--num-sequences", type=int)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--generate-data", action="store_true", help="(re)generate the self-distilled data with vLLM first")
+    parser.add_argument("--evaluate", action="store_true", help="measure acceptance with vLLM (k=3, held-out prompts)")
+    parser.add_argument("--num-prompts", type=int, help="held-out prompts for --evaluate (default: all)")
+    args = parser.parse_args(argv)
+    if args.generate_data or not DATA_FILE.is_file():
+        print(f"generating self-distillation data into {DATA_FILE} ...", flush=True)
+        generate_data()
+    out = Path(args.out) if args.out else drafters.SHIPPED_DIR / args.method
+    result = train(args.method, out, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                   num_sequences=args.num_sequences, threads=args.threads)
+    print(f"saved {out} ({result.steps} steps, {result.seconds:.0f} s, final loss {result.final_loss:.3f})")
+    if args.evaluate:
+        print(json.dumps(evaluate({args.method: out}, num_prompts=args.num_prompts), indent=2))
+
+
+if __name__ == "__main__":
+    main()

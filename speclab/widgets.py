@@ -1,0 +1,54 @@
+"""Optional ipywidgets controls over a notebook's parameters.
+
+A lesson's parameters cell stays the source of truth: papermill sets it, a headless run uses
+it and never builds a widget. With ``interactive = True`` a learner gets sliders and
+dropdowns over the same names, and a button that calls the notebook's run function with the
+chosen values. (``@interact`` is avoided on purpose: it has been reported to hang papermill.)
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def _widget_for(name: str, value, choices=None):
+    import ipywidgets as w
+
+    if choices is not None:
+        return w.Dropdown(options=list(choices), value=value, description=name)
+    if isinstance(value, bool):
+        return w.Checkbox(value=value, description=name)
+    if isinstance(value, int):
+        return w.IntSlider(value=value, min=1, max=max(8, value * 2), description=name)
+    if isinstance(value, float):
+        return w.FloatSlider(value=value, min=0.0, max=max(1.5, value * 2), step=0.05, description=name)
+    return w.Text(value=str(value), description=name)
+
+
+def controls(run: Callable[..., object], values: dict, choices: dict | None = None, interactive: bool = False):
+    """Build controls for ``values`` (name -> current value) when ``interactive``; else do nothing.
+
+    ``choices`` maps a name to its allowed values (a dropdown). Pressing "Run" calls
+    ``run(**chosen)`` and shows what it returns in an output area below the controls.
+    """
+    if not interactive:
+        return None
+    import ipywidgets as w
+    from IPython.display import display
+
+    choices = choices or {}
+    fields = {name: _widget_for(name, v, choices.get(name)) for name, v in values.items()}
+    button = w.Button(description="Run", button_style="primary")
+    out = w.Output()
+
+    def on_click(_):
+        out.clear_output()
+        with out:
+            result = run(**{name: f.value for name, f in fields.items()})
+            if result is not None:
+                display(result)
+
+    button.on_click(on_click)
+    box = w.VBox([*fields.values(), button, out])
+    display(box)
+    return box

@@ -1,0 +1,46 @@
+"""Shared fixtures: the real CPU profile, with engine runs done once per test session."""
+
+import os
+
+import pytest
+
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+
+NGRAM_K = 3
+OUTPUT_LEN = 64
+
+
+@pytest.fixture(scope="session")
+def target_dir():
+    from speclab.models import fetch_smollm2
+
+    return fetch_smollm2()
+
+
+@pytest.fixture(scope="session")
+def lesson_prompts(target_dir):
+    """Four workload prompts (two where lookup shines, two where it should not), chat-templated."""
+    from speclab.bench import prompt_inputs
+
+    prompts, inputs = prompt_inputs("cpu-tiny", "workloads", num_prompts=4)
+    return prompts, inputs
+
+
+@pytest.fixture(scope="session")
+def greedy_runs(lesson_prompts):
+    """Baseline and ngram runs of the same prompts on the real engine, shared by the e2e tests.
+
+    The ngram engine measures the prompt set twice, so that tests can check that snapshot
+    differences separate two runs on one engine.
+    """
+    from speclab import configs
+    from speclab.bench import greedy, measure, run_one
+    from speclab.engine import open_engine
+
+    _, inputs = lesson_prompts
+    sampling = greedy(OUTPUT_LEN)
+    base, _ = run_one("cpu-tiny", None, inputs, sampling, "baseline", enforce_eager=True)
+    with open_engine("cpu-tiny", configs.ngram(NGRAM_K), enforce_eager=True) as llm:
+        first = measure(llm, inputs, sampling, "ngram")
+        second = measure(llm, inputs, sampling, "ngram again")
+    return {"baseline": base, "ngram": first, "ngram_again": second}

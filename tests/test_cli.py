@@ -1,0 +1,65 @@
+"""The speclab command: bad input fails fast with one line; bench runs end to end on the CPU."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from speclab.cli import main
+
+
+def run_cli(*args, timeout=1200):
+    return subprocess.run([sys.executable, "-m", "speclab.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "--method", "ngram", "--num-spec-tokens", "0"], "must be a positive integer"),
+    (["bench", "--method", "ngram", "--prompt-lookup-min", "6"], "prompt_lookup_min (6) > prompt_lookup_max (5)"),
+    (["bench", "--method", "eagle", "--test"], "--test needs the reference settings"),
+    (["bench", "--method", "ngram", "--profile", "gpu-llama8b"], "needs an NVIDIA GPU"),
+    (["bench", "--method", "ngram", "--dataset-name", "custom"], "needs --dataset-path"),
+    (["bench", "--method", "ngram", "--custom-mm-prompts"], "needs a multimodal target"),
+    (["bench", "--method", "ngram", "--dataset-path", "no-such-set"], "no-such-set"),
+    (["bench", "--method", "mtp"], "needs a target with MTP layers"),
+    (["migrate"], "usage: speclab migrate"),
+])
+def test_bad_input_one_line_error(args, message, capsys, monkeypatch, target_dir):
+    monkeypatch.setenv("SPECLAB_DEVICE", "cpu")
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_unknown_method_rejected_by_parser():
+    proc = run_cli("bench", "--method", "lookahead")
+    assert proc.returncode == 2 and "invalid choice: 'lookahead'" in proc.stderr
+
+
+def test_migrate_command_line(capsys):
+    assert main(["migrate", "--", "vllm", "serve", "m", "--speculative-model", "[ngram]", "--num-speculative-tokens", "3"]) == 0
+    out = capsys.readouterr().out
+    assert """--speculative-config '{"method": "ngram", "num_speculative_tokens": 3}'""" in out
+
+
+def test_models_list(capsys):
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu-tiny" in out and "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in out and "meta-llama/Llama-3.2-1B-Instruct" in out
+
+
+@pytest.mark.engine
+def test_bench_ngram_baseline_end_to_end(tmp_path, target_dir):
+    out = tmp_path / "bench.json"
+    proc = run_cli("bench", "--method", "ngram", "--num-spec-tokens", "3", "--baseline", "--num-prompts", "3",
+                   "--dataset-path", "workloads", "--category", "summarisation", "--output-len", "48",
+                   "--enforce-eager", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for line in ("total_num_output_tokens:", "num_drafts:", "num_accepted_tokens:", "mean acceptance length:",
+                 "acceptance at token 2:", "speedup:", "greedy outputs identical: True"):
+        assert line in proc.stdout
+    record = json.loads(out.read_text())
+    assert record["outputs_identical"] is True and record["speculative"]["num_accepted_tokens"] > 0
+    assert record["speedup"] > 0 and record["baseline"]["num_drafts"] == 0
+    assert record["environment"]["vllm"].startswith("0.")
+    assert out.with_suffix(".csv").read_text().count("\n") == 3  # header + baseline + ngram

@@ -1,0 +1,124 @@
+"""Config builders, validation errors and the removed-flag migration."""
+
+import json
+
+import pytest
+
+from speclab import configs
+from speclab.configs import ConfigError
+
+
+def test_seed_defaults():
+    assert configs.ngram() == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 5, "prompt_lookup_min": 2}
+    assert configs.eagle()["model"] == "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
+    assert configs.eagle3()["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert configs.mtp(3) == {"method": "mtp", "num_speculative_tokens": 3}
+    assert configs.draft_model("d", 4, use_heterogeneous_vocab=True) == {
+        "method": "draft_model", "model": "d", "num_speculative_tokens": 4, "use_heterogeneous_vocab": True}
+    assert configs.build("eagle3", 3, aux_hidden_state_layer_ids=[1, 2])["eagle_aux_hidden_state_layer_ids"] == [1, 2]
+    assert configs.build("baseline") is None
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda: configs.build("lookahead"), "unknown method 'lookahead'"),
+    (lambda: configs.ngram(k=0), "must be a positive integer"),
+    (lambda: configs.ngram(k=-2), "must be a positive integer"),
+    (lambda: configs.ngram(3, prompt_lookup_max=2, prompt_lookup_min=4), "prompt_lookup_min (4) > prompt_lookup_max (2)"),
+    (lambda: configs.draft_model(None), "needs a draft model"),
+    (lambda: configs.eagle(target="Qwen/Qwen3-8B"), "trained for meta-llama/Llama-3.1-8B-Instruct, not Qwen/Qwen3-8B"),
+    (lambda: configs.eagle3(target="Qwen/Qwen3-8B"), "pass model="),
+    (lambda: configs.medusa(None), "needs its heads"),
+])
+def test_bad_input_one_line(call, fragment):
+    with pytest.raises(ConfigError) as err:
+        call()
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_method_support_by_version():
+    assert "removed in vLLM 0.33.0" in configs.method_support("medusa", (0, 33, 0))
+    assert configs.method_support("medusa", (0, 32, 0)) is None
+    assert configs.method_support("ngram", (0, 26, 0)) is None
+
+
+def test_suffix_needs_package():
+    import importlib.util
+
+    reason = configs.method_support("suffix", (0, 32, 0))
+    if importlib.util.find_spec("arctic_inference") is None:
+        assert "pip install arctic-inference" in reason
+    else:
+        assert reason is None
+
+
+def test_validate_draft_tp_and_config_keys():
+    with pytest.raises(ConfigError, match="vLLM accepts 1 or 4"):
+        configs.validate(configs.draft_model("d", draft_tensor_parallel_size=2), tensor_parallel_size=4, version=(0, 32, 0))
+    # vLLM's config accepts draft TP 1, but its DraftModelProposer (0.26, 0.32) refuses it at load time;
+    # EAGLE heads take the setting.
+    with pytest.raises(ConfigError, match="draft_model runs the draft with the target's tensor parallel size"):
+        configs.validate(configs.draft_model("d", draft_tensor_parallel_size=1), tensor_parallel_size=4, version=(0, 32, 0))
+    assert configs.validate(configs.eagle("e", draft_tensor_parallel_size=1, target=None), tensor_parallel_size=4, version=(0, 32, 0))
+    with pytest.raises(ConfigError, match="use draft_tensor_parallel_size"):
+        configs.validate({**configs.draft_model("d"), "tensor_parallel_size": 2}, version=(0, 32, 0))
+    with pytest.raises(ConfigError, match="removed in vLLM 0.33.0"):
+        configs.validate(configs.medusa("heads"), version=(0, 33, 0))
+
+
+def _model_dir(tmp_path, name, **cfg):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+def test_validate_against_target_configs(tmp_path):
+    target = _model_dir(tmp_path, "target", vocab_size=49152, hidden_size=576)
+    other_vocab = _model_dir(tmp_path, "draft", vocab_size=32000, hidden_size=576)
+    with pytest.raises(ConfigError, match="use_heterogeneous_vocab=True"):
+        configs.validate(configs.draft_model(other_vocab), target=target, version=(0, 32, 0))
+    configs.validate(configs.draft_model(other_vocab, use_heterogeneous_vocab=True), target=target, version=(0, 32, 0))
+    with pytest.raises(ConfigError, match="needs a target with MTP layers"):
+        configs.validate(configs.mtp(2), target=target, version=(0, 32, 0))
+    mtp_target = _model_dir(tmp_path, "mtp", vocab_size=100, num_nextn_predict_layers=1)
+    configs.validate(configs.mtp(2), target=mtp_target, version=(0, 32, 0))
+    wide_head = _model_dir(tmp_path, "eagle", hidden_size=4096)
+    with pytest.raises(ConfigError, match="does not match the target's 576"):
+        configs.validate(configs.eagle(wide_head, target=None), target=target, version=(0, 32, 0))
+
+
+SEED_NGRAM = ('python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-70B-Instruct '
+              '--speculative-model "[ngram]" --num-speculative-tokens 5 --ngram-prompt-lookup-max 4 --use-v2-block-manager')
+
+
+def test_migrate_seed_ngram():
+    argv, notes = configs.migrate_command(SEED_NGRAM)
+    assert argv[:4] == ["python", "-m", "vllm.entrypoints.openai.api_server", "--model"]
+    i = argv.index("--speculative-config")
+    assert json.loads(argv[i + 1]) == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}
+    assert not any(a.startswith("--use-v2") or a.startswith("--num-spec") for a in argv)
+    assert any("--use-v2-block-manager dropped" in n for n in notes)
+
+
+def test_migrate_every_removed_flag():
+    old = ("vllm serve m --speculative-model=meta-llama/Llama-3.2-1B-Instruct --num-speculative-tokens 5 "
+           "--speculative-draft-tensor-parallel-size 1 --speculative-model-quantization int8 "
+           "--ngram-prompt-lookup-min 2 --target-model-tp-size 2")
+    argv, notes = configs.migrate_command(old)
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec == {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 5,
+                    "draft_tensor_parallel_size": 1, "quantization": "fp8", "prompt_lookup_min": 2}
+    assert any("vLLM rejects \"int8\"" in n for n in notes)
+    assert "--tensor-parallel-size" in argv
+    argv, _ = configs.migrate_command("x --speculative-model yuhuili/EAGLE-LLaMA3-Instruct-8B --draft-model-tp-size 1 --num-speculative-tokens 4")
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec["method"] == "eagle" and spec["draft_tensor_parallel_size"] == 1
+
+
+def test_migrate_errors_and_passthrough():
+    assert configs.migrate_command("vllm serve m --port 8000") == (["vllm", "serve", "m", "--port", "8000"], [])
+    with pytest.raises(ConfigError, match="no --speculative-model"):
+        configs.migrate_command("vllm serve m --num-speculative-tokens 3")
+    with pytest.raises(ConfigError, match="without --num-speculative-tokens"):
+        configs.migrate_command("vllm serve m --speculative-model x")
