@@ -265,24 +265,31 @@ def table(results: list[BenchResult]) -> str:
     return "\n".join([fmt.format(*head)] + [fmt.format(*row) for row in rows])
 
 
-def by_category(profile: str | Profile | None, runs: dict[str, dict | None], prompts: list, inputs: list,
-                sampling_params, *, log=None, **engine_overrides) -> dict[str, dict[str, RunStats]]:
-    """Measure each prompt category separately, for every config (None = baseline).
+def grid(profile: str | Profile | None, runs: dict[str, dict | None], groups: dict[str, tuple[list, object]],
+         *, log=None, **engine_overrides) -> dict[str, dict[str, RunStats]]:
+    """Measure every group (inputs, sampling params) on every config: one engine per config.
 
-    One engine per config; within it, one measured pass per category, so that acceptance and
-    throughput are attributed to the workload that produced them. Returns result[label][category].
+    Groups share an engine, so a temperature sweep or a per-category comparison costs one
+    engine start per config, not one per cell. Returns result[label][group].
     """
-    groups: dict[str, list[int]] = {}
-    for i, p in enumerate(prompts):
-        groups.setdefault(p.category, []).append(i)
     out: dict[str, dict[str, RunStats]] = {}
     for label, config in runs.items():
         log and log(f"{label} ...")
         with open_engine(profile, config, **engine_overrides) as llm:
-            warm_up(llm, sampling_params, inputs[0])
-            out[label] = {cat: measure(llm, [inputs[i] for i in idx], sampling_params, label=f"{label}/{cat}")
-                          for cat, idx in groups.items()}
+            first_inputs, first_sampling = next(iter(groups.values()))
+            warm_up(llm, first_sampling, first_inputs[0])
+            out[label] = {name: measure(llm, inputs, sampling, label=f"{label}/{name}")
+                          for name, (inputs, sampling) in groups.items()}
     return out
+
+
+def by_category(profile: str | Profile | None, runs: dict[str, dict | None], prompts: list, inputs: list,
+                sampling_params, *, log=None, **engine_overrides) -> dict[str, dict[str, RunStats]]:
+    """``grid`` with one group per prompt category, so acceptance is attributed to its workload."""
+    groups: dict[str, list] = {}
+    for p, inp in zip(prompts, inputs):
+        groups.setdefault(p.category, []).append(inp)
+    return grid(profile, runs, {cat: (inp, sampling_params) for cat, inp in groups.items()}, log=log, **engine_overrides)
 
 
 def speedups(results: dict[str, dict[str, RunStats]], baseline: str = "baseline") -> dict[str, dict[str, float]]:

@@ -95,30 +95,24 @@ def _check_test_flags(args, profile) -> float:
     return expected
 
 
-def bench_config(args, profile, target: str) -> dict:
+def bench_config(args, profile) -> dict:
     from . import configs
 
     k = args.num_spec_tokens
     if args.method == "ngram":
         return configs.ngram(k, args.prompt_lookup_max, args.prompt_lookup_min)
+    options = {}
     if args.method in ("eagle", "eagle3"):
-        drafter = args.eagle_dir or profile.drafter(args.method)
-        if drafter is None:
-            raise SpeclabError(f"profile {profile.name} has no {args.method} drafter: pass --eagle-dir")
-        builder = configs.eagle if args.method == "eagle" else configs.eagle3
-        return builder(drafter, k, target=None if drafter.startswith("local:") else (args.model_dir or profile.target),
-                       disable_padded_drafter_batch=args.disable_padded_drafter_batch,
+        if args.eagle_dir:
+            options.update(model=args.eagle_dir, target=args.model_dir or profile.target)
+        options.update(disable_padded_drafter_batch=args.disable_padded_drafter_batch,
                        parallel_drafting=args.parallel_drafting)
-    if args.method == "draft_model":
-        drafter = args.draft_model or profile.drafter("draft_model")
-        return configs.draft_model(drafter, k, enforce_eager=args.enforce_eager or None,
-                                   max_model_len=args.max_model_len, parallel_drafting=args.parallel_drafting,
-                                   use_heterogeneous_vocab=args.use_heterogeneous_vocab)
-    if args.method == "medusa":
-        return configs.medusa(profile.drafter("medusa"), k)
-    if args.method == "mtp":
-        return configs.mtp(k)
-    return configs.build(args.method, k)
+    elif args.method == "draft_model":
+        if args.draft_model:
+            options["model"] = args.draft_model
+        options.update(enforce_eager=args.enforce_eager or None, max_model_len=args.max_model_len,
+                       parallel_drafting=args.parallel_drafting, use_heterogeneous_vocab=args.use_heterogeneous_vocab)
+    return configs.for_profile(profile, args.method, k, **options)
 
 
 def _bench_prompts(args, tokenizer):
@@ -150,7 +144,7 @@ def cmd_bench(args) -> int:
     profile = get_profile(_pick_profile(args))
     expected = _check_test_flags(args, profile) if args.test else None
     target = args.model_dir or resolve_model(profile.target)
-    config = bench_config(args, profile, target)
+    config = bench_config(args, profile)
     configs.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
     from transformers import AutoTokenizer
 

@@ -366,3 +366,26 @@ def format_migration(argv: list[str] | str) -> str:
     new, notes = migrate_command(argv)
     lines = [shlex.join(new), ""] + [f"# {n}" for n in notes]
     return "\n".join(lines)
+
+
+def for_profile(profile, method: str, k: int = DEFAULT_K, **options) -> dict | None:
+    """The config for ``method`` with the profile's own drafter (what a lesson's ``method`` parameter picks).
+
+    ``local:`` drafters are resolved when an engine opens; a profile without a drafter for
+    ``method`` gets one clear line.
+    """
+    from .profiles import get_profile
+
+    profile = get_profile(profile)
+    if method in (None, "", "none", "baseline"):
+        return None
+    if method in ("ngram", "suffix"):
+        return build(method, k, **options)
+    drafter = options.pop("model", None) or profile.drafter(method)
+    if method == "mtp":
+        return mtp(k, **options)  # the target's own layers draft; the profile's mtp target is a lesson's concern
+    if drafter is None:
+        raise ConfigError(f"profile {profile.name!r} has no {method} drafter: pass model=... or choose another profile")
+    if method in ("eagle", "eagle3"):
+        options.setdefault("target", None if drafter.startswith("local:") else profile.target)
+    return build(method, k, model=drafter, **options)

@@ -20,8 +20,9 @@ Each method wants its own layout (read from vLLM's model files):
   of the target's hidden states (3h -> h), ``norm``; embedding and lm_head shared with the target.
   Which target layers feed it is stored in its config (``eagle_aux_hidden_state_layer_ids``):
   vLLM reads it from there, so callers pass nothing extra.
-- ``medusa``: residual blocks per head and one lm_head over a truncated vocabulary
-  (``token_map``), because vLLM gives Medusa no access to the target's lm_head.
+- ``medusa``: residual blocks per head and one lm_head (``original_lm_head``). vLLM gives Medusa
+  no access to the target's lm_head, so the folder carries a copy; the shipped folder holds only
+  the blocks and ``provide`` adds the target's matrix, as for the draft model.
 - ``mtp`` (``tiny-mtp``): not a drafter but a whole tiny DeepSeek-V3-style target with one
   MTP layer (SmolLM2's tokenizer, random weights): SmolLM2 has no MTP layers to draft with.
 """
@@ -50,7 +51,6 @@ NAMES = {
 EAGLE3_AUX_LAYERS = (2, 15, 27)
 DRAFT_MODEL_LAYERS = 2
 MEDUSA_HEADS = 3
-MEDUSA_VOCAB = 8192  # rows of the Medusa lm_head (most frequent tokens); keeps the file small
 WEIGHTS = "model.safetensors"
 CARD = "card.json"
 
@@ -84,16 +84,9 @@ def provide(name: str, force: bool = False) -> Path:
     """A folder vLLM loads for drafter ``name``: the shipped trained one, else a random one."""
     method = method_of(name)
     trained = shipped(method) if method != "mtp" else None
-    if trained is not None and method != "draft_model":
-        return trained
+    if trained is not None:
+        return loadable(method, trained, force=force)
     final = cache_dir() / "drafters" / name
-    if trained is not None:  # draft_model: add the target's embedding beside the shipped layers
-        final = cache_dir() / "drafters" / f"{name}-trained"
-        if is_complete(final) and not force and _same_card(final, trained):
-            return final
-        with atomic_folder(final) as out:
-            assemble_draft_model(trained, out)
-        return final
     if is_complete(final) and not force:
         return final
     with atomic_folder(final) as out:
@@ -101,19 +94,34 @@ def provide(name: str, force: bool = False) -> Path:
     return final
 
 
-def loadable(method: str, folder: str | Path) -> Path:
-    """A folder vLLM loads for a drafter saved by :mod:`speclab.train` (draft_model gets its embedding)."""
+def loadable(method: str, folder: str | Path, force: bool = False) -> Path:
+    """A folder vLLM loads for a drafter saved by :mod:`speclab.train`.
+
+    EAGLE heads load as saved. A draft model and Medusa heads are saved without the target's
+    embedding / lm_head (vLLM gives them no access to the target's, and it would triple the
+    file): here they get it back, in a cache folder keyed by the source folder.
+    """
     folder = Path(folder)
-    if method != "draft_model" or (folder / "tokenizer.json").is_file():
+    if method not in NEEDS_TARGET_MATRIX or _has_matrix(method, folder):
         return folder
     import hashlib
 
     key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
-    final = cache_dir() / "drafters" / f"draft_model-{key}"
-    if not (is_complete(final) and _same_card(final, folder)):
+    final = cache_dir() / "drafters" / f"{method}-{key}"
+    if force or not (is_complete(final) and _same_card(final, folder)):
         with atomic_folder(final) as out:
-            assemble_draft_model(folder, out)
+            assemble(method, folder, out)
     return final
+
+
+NEEDS_TARGET_MATRIX = {"draft_model": "model.embed_tokens.weight", "medusa": "lm_heads.0.weight"}
+
+
+def _has_matrix(method: str, folder: Path) -> bool:
+    from safetensors import safe_open
+
+    with safe_open(str(folder / WEIGHTS), framework="pt") as f:
+        return NEEDS_TARGET_MATRIX[method] in f.keys()
 
 
 def _same_card(folder: Path, source: Path) -> bool:
@@ -256,26 +264,23 @@ def build_random_eagle3(out: Path) -> None:
     write_folder(out, cfg, tensors, random_card("eagle3"))
 
 
-def medusa_config(num_heads: int = MEDUSA_HEADS, num_layers: int = 1, vocab_rows: int = MEDUSA_VOCAB) -> dict:
+def medusa_config(num_heads: int = MEDUSA_HEADS, num_layers: int = 1) -> dict:
+    """Medusa heads over the target's full lm_head: vLLM 0.32's truncated-vocabulary path
+    (``token_map``) fails to load ("weights were not initialized from checkpoint: {'token_map'}")."""
     t = target_config()
     return {"architectures": ["MedusaModel"], "model_type": "medusa", "hidden_size": t["hidden_size"],
             "vocab_size": t["vocab_size"], "num_heads": num_heads, "num_hidden_layers": num_layers,
-            "truncated_vocab_size": vocab_rows, "original_lm_head": True, "torch_dtype": "bfloat16"}
+            "truncated_vocab_size": t["vocab_size"], "original_lm_head": True, "torch_dtype": "bfloat16"}
 
 
 def build_random_medusa(out: Path) -> None:
-    import torch
-
     cfg = medusa_config()
     gen, h = _generator(), cfg["hidden_size"]
     tensors = {f"blocks.{i}.layers.{j}.weight": _randn(gen, h, h)
                for i in range(cfg["num_heads"]) for j in range(cfg["num_hidden_layers"])}
-    token_map = torch.arange(cfg["truncated_vocab_size"], dtype=torch.long)
-    embed = target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
-    tensors["lm_heads.0.weight"] = embed[token_map].clone()  # SmolLM2 ties lm_head to its embedding
-    tensors["token_map"] = token_map
-    write_folder(out, cfg, tensors, random_card("medusa", "random residual blocks over the target's lm_head "
-                                                "(first 8192 token ids): loads and runs, rarely accepted"))
+    tensors["lm_heads.0.weight"] = target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
+    write_folder(out, cfg, tensors, random_card("medusa", "random residual blocks over the target's lm_head: "
+                                                "loads and runs, proposes tokens the target rarely accepts"))
 
 
 # A tiny DeepSeek-V3-style model: dense MLA layers (no MoE), one MTP layer. The CPU attention
@@ -332,15 +337,17 @@ def build_tiny_mtp(out: Path) -> None:
     copy_tokenizer(out)
 
 
-def assemble_draft_model(shipped_folder: Path, out: Path) -> None:
-    """Shipped draft-model layers + the target's embedding (tied lm_head) -> a folder vLLM loads."""
+def assemble(method: str, source: Path, out: Path) -> None:
+    """Saved drafter weights + the target's embedding matrix (SmolLM2 ties it to its lm_head)."""
     from safetensors.torch import load_file
 
-    tensors = load_file(str(Path(shipped_folder) / WEIGHTS))
-    tensors.update(target_weights("model.embed_tokens.weight"))
-    config = json.loads((Path(shipped_folder) / "config.json").read_text())
-    config["tie_word_embeddings"] = True
-    write_folder(out, config, tensors, read_card(shipped_folder))
+    tensors = load_file(str(Path(source) / WEIGHTS))
+    embed = target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
+    tensors[NEEDS_TARGET_MATRIX[method]] = embed
+    config = json.loads((Path(source) / "config.json").read_text())
+    if method == "draft_model":
+        config["tie_word_embeddings"] = True
+    write_folder(out, config, tensors, read_card(source))
     copy_tokenizer(out)
 
 

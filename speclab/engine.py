@@ -80,7 +80,7 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     """Open ``vllm.LLM`` for a profile with an optional speculative config; always shut it down."""
     profile = get_profile(profile)
     require_device(profile)
-    target = resolve_model(profile.target)
+    target = overrides.get("model") or resolve_model(profile.target)
     configs.validate(speculative_config, target=target, tensor_parallel_size=tensor_parallel_size)
     if profile.device == "cpu":
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)

@@ -190,7 +190,7 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
     path = Path(args.output_dir) / f"{name}.json"
     doc = json.loads(path.read_text()) if path.is_file() and not args.fresh else {}
     done = {r["label"] for r in doc.get("runs", [])}
-    plan = smoke_plan() if args.smoke else PLANS[name]()
+    plan = PLANS[name]()
     if name == "tp2" and len(gpus()) < 2:
         log("speclab: tp2 skipped: fewer than two GPUs visible")
         return doc
@@ -220,6 +220,9 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
         doc["environment"] = environment()
         with_speedups(doc["runs"])
         write_json(path, doc)
+        if args.copy_to:
+            Path(args.copy_to).mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, Path(args.copy_to) / path.name)
         log(f"speclab: wrote {path} ({len(doc['runs'])} rows; GPU memory free after {freed:.1f} s)")
     return doc
 
@@ -229,18 +232,6 @@ def engine_options(args) -> dict:
     if args.enforce_eager:
         opts["enforce_eager"] = True
     return opts
-
-
-def smoke_profile() -> Profile:
-    """A CPU stand-in for checking the sweep's plumbing where there is no GPU (SmolLM2 shape, dummy weights)."""
-    return Profile(name="cpu-synthetic-smoke", device="cpu", target="shape:smollm2-135m",
-                   description="SmolLM2 shape with dummy weights on the CPU (plumbing check only)",
-                   drafters={"draft_model": "shape:smollm2-135m"}, synthetic=True)
-
-
-def smoke_plan() -> list[Engine]:
-    """The SmolLM2 shape drafting for itself (EAGLE heads are Llama-8B-shaped)."""
-    return [Engine("baseline", "baseline"), Engine("draft_model k=2 a=0.8", "draft_model", 2, 0.8, "shape:smollm2-135m")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,11 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deadline-s", type=float, default=float("inf"), help="start no engine after this many seconds")
     p.add_argument("--fresh", action="store_true", help="ignore results already in the output files")
     p.add_argument("--enforce-eager", action="store_true")
-    p.add_argument("--smoke", action="store_true", help="CPU plumbing check with the SmolLM2 shape (no GPU needed)")
+    p.add_argument("--copy-to", help="also copy each file here after every engine (e.g. a folder that outlives a time limit)")
     args = p.parse_args(argv)
     started = time.perf_counter()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # shape folders are local: never ask the Hub
-    profile = smoke_profile() if args.smoke else PROFILES["gpu-synthetic"]
+    profile = PROFILES["gpu-synthetic"]
     try:
         synthetic.require_support()
         for name in args.parts.split(","):

@@ -157,6 +157,28 @@ def parameter_count(config, role: str | None = None) -> int:
     return parameter_counts(config, role)["total"]
 
 
+def decode_parameters(config, role: str | None = None) -> int:
+    """Parameters one decoding step multiplies with: every layer and the lm_head, not the embedding.
+
+    The embedding is a row lookup (nearly free); the lm_head is a full matrix product even when it
+    is tied to the embedding or borrowed from the target (EAGLE), so it always counts.
+    """
+    role, config = role or _registered_role(config), load_config(config)
+    role = role_of(config, role)
+    c, d = parameter_counts(config, role), Dims.of(config)
+    head = d.hidden * (d.draft_vocab if role == "eagle3" else d.vocab)
+    return c["attention"] + c["mlp"] + c["norms"] + c["fc"] + head
+
+
+def cost_ratio(draft, target, draft_role: str | None = None) -> float:
+    """The theory's c estimated from sizes: a draft step's decode parameters over a target step's.
+
+    Right when both steps are bound by reading weights (GPU, small batch); fixed per-step costs
+    (scheduling, kernel launches) make the measured c larger, most of all for tiny models.
+    """
+    return decode_parameters(draft, draft_role) / decode_parameters(target)
+
+
 def weight_bytes(config, dtype: str | None = None, role: str | None = None, embeddings_dtype: str | None = None) -> float:
     """Bytes the weights take on the GPU.
 

@@ -63,7 +63,9 @@ def _results(run_dir: Path) -> dict:
 def _headline(values: dict, limit: int = 6) -> str:
     """The first few scalar numbers of a notebook's results, for the one-line report."""
     parts = []
-    for key, value in values.items():
+    # the measured figures first (acceptance, speedup, throughput), then whatever else is scalar
+    ranked = sorted(values.items(), key=lambda kv: not any(w in kv[0] for w in ("acceptance", "speedup", "tok")))
+    for key, value in ranked:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             continue
         parts.append(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}")

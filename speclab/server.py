@@ -360,21 +360,27 @@ def add_serve_args(p) -> None:
     p.add_argument("--log", dest="log_path", default=None, help="server log file (default: under the speclab cache)")
 
 
-def config_from_args(args, profile: Profile) -> dict | None:
-    """The speculative config the serve flags ask for; drafters come from the profile."""
-    k, method = args.num_spec_tokens, args.method
-    if method == "none":
+def config_for(profile: str | Profile | None, method: str | None, k: int = 3,
+               prompt_lookup_max: int = configs.DEFAULT_LOOKUP_MAX,
+               prompt_lookup_min: int = configs.DEFAULT_LOOKUP_MIN) -> dict | None:
+    """The speculative config for a method on a profile, its drafter taken from the profile."""
+    profile = get_profile(profile)
+    if method in (None, "", "none", "baseline"):
         return None
     if method == "ngram":
-        return configs.ngram(k, args.prompt_lookup_max, args.prompt_lookup_min)
+        return configs.ngram(k, prompt_lookup_max, prompt_lookup_min)
     if method in ("mtp", "suffix"):
         return configs.build(method, k)
     drafter = profile.drafter(method)
     if drafter is None:
-        raise SpeclabError(f"profile {profile.name} has no {method} drafter: pick another --method (e.g. ngram)")
+        raise SpeclabError(f"profile {profile.name} has no {method} drafter: pick another method (e.g. ngram)")
     if method in ("eagle", "eagle3"):
         return configs.build(method, k, model=drafter, target=None if drafter.startswith("local:") else profile.target)
     return configs.build(method, k, model=drafter)
+
+
+def config_from_args(args, profile: Profile) -> dict | None:
+    return config_for(profile, args.method, args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
 
 
 def cmd_serve(args) -> int:

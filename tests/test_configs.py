@@ -56,7 +56,7 @@ def test_validate_draft_tp_and_config_keys():
     with pytest.raises(ConfigError, match="vLLM accepts 1 or 4"):
         configs.validate(configs.draft_model("d", draft_tensor_parallel_size=2), tensor_parallel_size=4, version=(0, 32, 0))
     # vLLM's config accepts draft TP 1, but its DraftModelProposer (0.26, 0.32) refuses it at load time;
-    # EAGLE heads take the setting.
+    # for an EAGLE head it is accepted.
     with pytest.raises(ConfigError, match="draft_model runs the draft with the target's tensor parallel size"):
         configs.validate(configs.draft_model("d", draft_tensor_parallel_size=1), tensor_parallel_size=4, version=(0, 32, 0))
     assert configs.validate(configs.eagle("e", draft_tensor_parallel_size=1, target=None), tensor_parallel_size=4, version=(0, 32, 0))

@@ -150,3 +150,15 @@ def test_plan_knows_the_eagle_shapes_by_name():
     assert eagle.kv_bytes_per_token == 131072 + 2 * 1 * 8 * 128 * 2
     rows = memory.parameter_rows({"eagle": "eagle-llama3.1-8b", "8b": "llama-3.1-8b"})
     assert rows[0]["params"] == "0.252 B" and rows[1]["params"] == "8.030 B" and rows[1]["bf16 GB"] == "16.06"
+
+
+def test_decode_parameters_and_cost_ratio_by_hand():
+    # 8B: everything but its 128256 x 4096 embedding lookup (its untied lm_head counts)
+    assert memory.decode_parameters("llama-3.1-8b") == 8_030_261_248 - 128256 * 4096
+    # 1B: tied, so the embedding matrix is read once, as the lm_head: the whole model
+    assert memory.decode_parameters("llama-3.2-1b") == 1_235_814_400
+    # EAGLE head: its own 251.7 M plus the target's lm_head it borrows
+    assert memory.decode_parameters("eagle-llama3.1-8b") == 251_662_336 + 128256 * 4096
+    assert memory.cost_ratio("llama-3.2-1b", "llama-3.1-8b") == pytest.approx(1_235_814_400 / 7_504_924_672)
+    assert 0.16 < memory.cost_ratio("llama-3.2-1b", "llama-3.1-8b") < 0.17
+    assert memory.cost_ratio("eagle3-llama3.1-8b", "llama-3.1-8b") < memory.cost_ratio("eagle-llama3.1-8b", "llama-3.1-8b")

@@ -1,0 +1,58 @@
+"""Result records: arithmetic, report lines, JSON/CSV written whole."""
+
+import json
+
+import pytest
+
+from speclab.bench import BenchResult, RunStats, table
+from speclab.metrics import SpecCounters
+from speclab.report import write_atomic
+
+
+def _result(spec_ids=None):
+    base = RunStats("baseline", 2, 200, 4.0, SpecCounters(), ttft_s=[0.1, 0.3], tpot_s=[0.02, 0.02],
+                    token_ids=[[1, 2, 3], [4, 5]])
+    spec = RunStats("ngram k=3", 2, 200, 2.5, SpecCounters(40, 120, 60, (30, 20, 10)), ttft_s=[0.1], tpot_s=[0.01],
+                    token_ids=spec_ids or [[1, 2, 3], [4, 5]])
+    return BenchResult("cpu-tiny", "/m", "ngram", 3, {"method": "ngram", "num_speculative_tokens": 3}, 0.0, 100,
+                       "workloads", speculative=spec, baseline=base)
+
+
+def test_speedup_and_identity():
+    r = _result()
+    assert r.baseline.output_tokens_per_s == 50.0 and r.speculative.output_tokens_per_s == 80.0
+    assert r.speedup == pytest.approx(1.6)
+    assert r.outputs_identical is True and r.mismatched_prompts == []
+    bad = _result(spec_ids=[[1, 2, 3], [4, 6]])
+    assert bad.outputs_identical is False and bad.mismatched_prompts == [1]
+
+
+def test_report_has_the_seed_lines():
+    text = _result().report()
+    for line in ("total_num_output_tokens: 200", "num_drafts: 40", "num_draft_tokens: 120",
+                 "num_accepted_tokens: 60", "mean acceptance length: 2.50", "acceptance at token 0: 0.75",
+                 "acceptance at token 2: 0.25", "speedup: 1.60x", "greedy outputs identical: True"):
+        assert line in text, line
+
+
+def test_json_and_csv(tmp_path):
+    r = _result()
+    record = json.loads(r.save_json(tmp_path / "r.json").read_text())
+    assert record["speedup"] == pytest.approx(1.6) and record["speculative"]["acceptance_length"] == 2.5
+    assert record["speculative"]["per_position_rates"] == [0.75, 0.5, 0.25]
+    assert record["baseline"]["ttft_median_s"] == pytest.approx(0.2)
+    rows = r.save_csv(tmp_path / "r.csv").read_text().strip().splitlines()
+    assert len(rows) == 3 and rows[0].startswith("profile,method,k")
+    assert "ngram" in table([r]) and "1.60" in table([r])
+
+
+def test_write_atomic_keeps_old_file_on_failure(tmp_path):
+    path = write_atomic(tmp_path / "x.json", "old")
+
+    class Boom:
+        def encode(self):
+            raise RuntimeError("disk full")
+
+    with pytest.raises(Exception):
+        write_atomic(path, Boom())
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.json"]

@@ -1,0 +1,86 @@
+"""The measured cost model of a speculative step, by hand and against the stored H200 runs."""
+
+import math
+
+import pytest
+
+from speclab import synthetic, theory
+
+# the field notes' H200 numbers (8B-shaped target, 1B-shaped draft): plain step 5.07 ms,
+# speculative step about 6.5 ms plus 1.4 ms per draft token
+H200 = theory.StepCost(t_target=5.07, t_fixed=6.5, t_draft=1.4)
+
+
+def test_fit_recovers_a_line_exactly():
+    cost = theory.fit_step_cost([1, 2, 4], [6.5 + 1.4 * k for k in (1, 2, 4)], t_target=5.07)
+    assert cost.t_fixed == pytest.approx(6.5) and cost.t_draft == pytest.approx(1.4)
+    assert cost.step_time(3) == pytest.approx(10.7)
+
+
+def test_fit_is_least_squares():
+    # points (1, 2), (2, 3), (3, 5): slope 1.5, intercept 10/3 - 3 = 1/3
+    cost = theory.fit_step_cost([1, 2, 3], [2.0, 3.0, 5.0], t_target=1.0)
+    assert cost.t_draft == pytest.approx(1.5) and cost.t_fixed == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="two different k"):
+        theory.fit_step_cost([2, 2], [1.0, 1.0], 1.0)
+
+
+def test_cost_model_speedup_by_hand():
+    # a=0.8, k=2: 1 + 0.8 + 0.64 = 2.44 tokens per step; step 6.5 + 2 * 1.4 = 9.3 ms
+    assert H200.speedup(0.8, 2) == pytest.approx(2.44 * 5.07 / 9.3)
+    assert theory.cost_model_speedup(0.8, 2, 5.07, 6.5, 1.4) == pytest.approx(1.33019, abs=1e-5)
+    # the plain formula with the same per-token cost, c = 1.4 / 5.07, forgets the fixed 6.5 ms
+    plain = theory.speedup(0.8, 2, H200.cost_ratio)
+    assert plain == pytest.approx(2.44 / (1 + 2 * 1.4 / 5.07))
+    assert plain > H200.speedup(0.8, 2) * 1.15
+    assert H200.overhead == pytest.approx(6.5 / 5.07)
+
+
+def test_break_even_acceptance():
+    a = theory.break_even_acceptance(4, H200)
+    assert H200.speedup(a, 4) == pytest.approx(1.0, abs=1e-9)
+    assert 0.5 < a < 0.7  # the field notes saw k=4 at a=0.6 run slower than plain decoding (0.94x)
+    costly = theory.StepCost(t_target=1.0, t_fixed=3.0, t_draft=1.0)  # even a=1 gives 5 tokens / 7 units
+    assert math.isnan(theory.break_even_acceptance(4, costly))
+
+
+# ---------------------------------------------------------------- the stored H200 measurements
+
+@pytest.fixture(scope="module")
+def surface():
+    return synthetic.load_reference("speedup_surface")
+
+
+def test_reference_says_where_it_came_from(surface):
+    env = surface["environment"]
+    assert "H200" in env["gpus"][0]["name"] and env["vllm"] == "0.26.0" and env["torch"].startswith("2.11.0")
+    assert env["date"][:4] == "2026" and "imposed by hand" in surface["note"]
+    assert {r["batch"] for r in surface["runs"]} == {1, 16, 64}
+
+
+def test_imposed_acceptance_is_what_vllm_delivered(surface):
+    for r in synthetic.runs(surface, method="draft_model"):
+        assert r["acceptance_length"] == pytest.approx(r["imposed_length"], rel=0.06), r["label"]
+
+
+def test_fitted_costs_are_physical(surface):
+    costs = synthetic.step_costs(surface)
+    assert set(costs) == {1, 16, 64}
+    for batch, cost in costs.items():
+        assert cost.t_draft > 0 and cost.t_fixed > cost.t_target, batch  # a speculative step costs more than a plain one
+    assert 4.0 < costs[1].t_target < 7.0  # the field notes: 5.07 ms per plain 8B step at batch 1
+
+
+def test_cost_model_predicts_held_out_runs_within_10_percent(surface):
+    rows = synthetic.speedup_table(surface, fit_a=0.8)
+    held_out = [r for r in rows if not r["in_fit"]]
+    assert len(held_out) >= 12
+    assert max(abs(r["model_error"]) for r in held_out) < 0.10
+    assert max(abs(r["plain_error"]) for r in rows) > 0.10  # the plain formula misses the fixed cost
+
+
+def test_speculation_stops_paying_at_large_batch(surface):
+    small = synthetic.runs(surface, method="draft_model", batch=1)
+    large = synthetic.runs(surface, method="draft_model", batch=64)
+    assert max(r["speedup"] for r in small) > 1.2
+    assert max(r["speedup"] for r in large) < max(r["speedup"] for r in small)

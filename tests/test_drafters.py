@@ -1,0 +1,100 @@
+"""Drafter folders in the layouts vLLM 0.32 loads, for the CPU profile's target."""
+
+import json
+
+import pytest
+from safetensors import safe_open
+
+from speclab import configs, drafters
+from speclab.profiles import PROFILES, SpeclabError
+
+
+def tensor_names(folder):
+    with safe_open(str(folder / drafters.WEIGHTS), framework="pt") as f:
+        return set(f.keys())
+
+
+def test_every_cpu_profile_drafter_is_provided():
+    refs = PROFILES["cpu-tiny"].drafters.values()
+    names = {ref.split(":", 1)[1] for ref in refs}
+    assert names == set(drafters.NAMES)
+    for name in names:
+        folder = drafters.provide(name)
+        assert (folder / "config.json").is_file() and (folder / drafters.WEIGHTS).is_file()
+        card = drafters.read_card(folder)
+        assert card["method"] == drafters.NAMES[name]
+        assert isinstance(card["trained"], bool)
+
+
+def test_unknown_drafter_is_a_one_line_error():
+    with pytest.raises(SpeclabError, match="choose one of"):
+        drafters.provide("drafter-nonsense")
+
+
+def test_eagle_heads_share_the_targets_embedding_and_lm_head():
+    # vLLM shares embed_tokens / lm_head with the target when the checkpoint has none
+    for name in ("drafter-eagle", "drafter-eagle3"):
+        keys = tensor_names(drafters.provide(name))
+        assert not any("embed_tokens" in k or "lm_head" in k for k in keys), name
+    assert "fc.weight" in tensor_names(drafters.provide("drafter-eagle"))
+
+
+def test_eagle3_reads_the_aux_layers_from_its_config():
+    cfg = json.loads((drafters.provide("drafter-eagle3") / "config.json").read_text())
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == drafters.eagle3_aux_layers() == [2, 15, 27]
+    with safe_open(str(drafters.provide("drafter-eagle3") / drafters.WEIGHTS), framework="pt") as f:
+        assert list(f.get_slice("fc.weight").get_shape()) == [576, 3 * 576]
+
+
+def test_medusa_carries_one_full_lm_head_for_all_heads():
+    folder = drafters.provide("drafter-medusa")
+    cfg = json.loads((folder / "config.json").read_text())
+    assert cfg["original_lm_head"] and cfg["truncated_vocab_size"] == cfg["vocab_size"] == 49152
+    keys = tensor_names(folder)
+    assert "lm_heads.0.weight" in keys and "token_map" not in keys
+    assert {f"blocks.{i}.layers.0.weight" for i in range(cfg["num_heads"])} <= keys
+
+
+def test_shipped_heads_without_the_target_matrix_get_it_back(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    src = drafters.provide("drafter-medusa")
+    small = tmp_path / "medusa"
+    small.mkdir()
+    tensors = {k: v for k, v in load_file(str(src / drafters.WEIGHTS)).items() if not k.startswith("lm_heads")}
+    save_file(tensors, str(small / drafters.WEIGHTS))
+    (small / "config.json").write_text((src / "config.json").read_text())
+    (small / "card.json").write_text(json.dumps({"method": "medusa", "trained": True}))
+    folder = drafters.loadable("medusa", small)
+    assert folder != small and "lm_heads.0.weight" in tensor_names(folder)
+    assert drafters.read_card(folder) == {"method": "medusa", "trained": True}
+
+
+def test_tiny_mtp_is_a_target_with_mtp_layers_and_random_weights():
+    folder = drafters.provide("tiny-mtp")
+    cfg = json.loads((folder / "config.json").read_text())
+    assert configs.has_mtp_layers(cfg) and cfg["model_type"] == "deepseek_v3"
+    assert cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"] == 576  # an MLA head size the CPU backend runs
+    assert drafters.read_card(folder)["trained"] is False
+    assert (folder / "tokenizer.json").is_file()
+    n = cfg["num_hidden_layers"]
+    assert f"model.layers.{n}.eh_proj.weight" in tensor_names(folder)
+
+
+def test_random_drafters_are_deterministic(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    drafters.build_random_eagle(a)
+    drafters.build_random_eagle(b)
+    assert (a / drafters.WEIGHTS).read_bytes() == (b / drafters.WEIGHTS).read_bytes()
+
+
+@pytest.mark.engine
+def test_eagle3_drafter_runs_in_vllm_with_greedy_outputs_unchanged(greedy_runs, lesson_prompts):
+    from speclab.bench import greedy, run_one
+    from tests.conftest import OUTPUT_LEN
+
+    _, inputs = lesson_prompts
+    config = configs.eagle3(str(drafters.provide("drafter-eagle3")), k=3)
+    stats, _ = run_one("cpu-tiny", config, inputs, greedy(OUTPUT_LEN), "eagle3", enforce_eager=True)
+    assert stats.token_ids == greedy_runs["baseline"].token_ids
+    assert stats.counters.num_drafts > 0

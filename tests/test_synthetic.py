@@ -1,0 +1,114 @@
+"""gpu-synthetic: shape folders, imposed-acceptance configs, version checks, the stored GPU runs."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from speclab import configs, synthetic
+from speclab.configs import ConfigError
+from speclab.models import resolve_model
+from speclab.profiles import SpeclabError, cuda_available, get_profile
+
+ALL_FIELDS = set(synthetic.SYNTHETIC_FIELDS) | {"method", "model", "num_speculative_tokens"}
+
+
+def test_shape_reference_resolves_to_a_config_only_folder():
+    folder = Path(resolve_model("shape:llama-3.1-8b"))
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json"]
+    assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == 32
+    profile = get_profile("gpu-synthetic")
+    assert Path(resolve_model(profile.drafter("draft_model"))).name == "llama-3.2-1b"
+    assert synthetic.engine_overrides() == {"load_format": "dummy", "skip_tokenizer_init": True}
+
+
+def test_rates_are_powers_of_a():
+    assert synthetic.acceptance_rates(0.8, 3) == pytest.approx([0.8, 0.64, 0.512])
+    with pytest.raises(SpeclabError, match="must lie in"):
+        synthetic.acceptance_rates(1.5, 2)
+
+
+def test_config_imposes_rates_or_a_length():
+    cfg = synthetic.config("draft_model", 3, a=0.5, check=False)
+    assert cfg["method"] == "draft_model" and Path(cfg["model"]).name == "llama-3.2-1b"
+    assert cfg["rejection_sample_method"] == "synthetic"
+    assert cfg["synthetic_acceptance_rates"] == pytest.approx([0.5, 0.25, 0.125])
+    assert synthetic.imposed_length(cfg) == pytest.approx(1.875)
+    eagle3 = synthetic.config("eagle3", 2, acceptance_length=2.2, check=False)
+    assert Path(eagle3["model"]).name == "eagle3-llama3.1-8b" and eagle3["synthetic_acceptance_length"] == 2.2
+    assert "synthetic_acceptance_rates" not in eagle3
+    with pytest.raises(ConfigError, match="exactly one"):
+        synthetic.config("draft_model", 2, a=0.8, acceptance_length=2.0, check=False)
+    with pytest.raises(ConfigError, match=r"\[1, 3\]"):
+        synthetic.config("draft_model", 2, acceptance_length=3.5, check=False)
+
+
+def test_support_names_what_is_missing():
+    assert synthetic.support(ALL_FIELDS, device="cuda") is None
+    reason = synthetic.support(ALL_FIELDS - {"synthetic_acceptance_rates"}, device="cuda")
+    assert "no synthetic acceptance (missing synthetic_acceptance_rates)" in reason
+    assert "GPU-only" in synthetic.support(ALL_FIELDS, device="cpu")
+
+
+def test_installed_vllm_has_the_fields():
+    pytest.importorskip("vllm")
+    assert set(synthetic.SYNTHETIC_FIELDS) <= synthetic.speculative_config_fields()
+
+
+@pytest.mark.skipif(cuda_available(), reason="checks the CPU refusal")
+def test_cpu_refuses_with_one_line():
+    with pytest.raises(ConfigError, match="GPU-only") as err:
+        synthetic.config("draft_model", 2, a=0.8)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="GPU-only"):  # also a hand-written config, before any engine starts
+        configs.validate(synthetic.config("draft_model", 2, a=0.8, check=False), version=(0, 32, 0))
+
+
+def test_vllm_config_takes_the_synthetic_settings(monkeypatch):
+    """vLLM's own SpeculativeConfig resolves our dict (config only: no engine, no GPU)."""
+    arg_utils = pytest.importorskip("vllm.engine.arg_utils")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = synthetic.config("draft_model", 3, a=0.7, check=False)
+    cfg = arg_utils.EngineArgs(model=synthetic.model_dir("shape:llama-3.1-8b"), max_model_len=2048, enforce_eager=True,
+                               speculative_config=spec, **synthetic.engine_overrides()).create_engine_config()
+    assert cfg.speculative_config.rejection_sample_method == "synthetic"
+    assert cfg.speculative_config.synthetic_acceptance_rates == pytest.approx([0.7, 0.49, 0.343])
+
+
+def test_token_prompts_are_reproducible_ids():
+    prompts = synthetic.token_prompts(3, 16, seed=1)
+    assert prompts == synthetic.token_prompts(3, 16, seed=1) != synthetic.token_prompts(3, 16, seed=2)
+    ids = [t for p in prompts for t in p["prompt_token_ids"]]
+    assert len(ids) == 48 and all(1000 <= t < 120000 for t in ids)
+
+
+def test_stored_references_load_and_label_acceptance_as_imposed():
+    names = synthetic.list_references()
+    assert "speedup_surface" in names and "methods" in names
+    for name in names:
+        ref = synthetic.load_reference(name)
+        assert "imposed by hand" in ref["note"] and ref["environment"]["vllm"]
+        assert "imposed by hand" in synthetic.describe(ref)
+    with pytest.raises(SpeclabError, match="run python -m speclab.gpu_sweep"):
+        synthetic.load_reference("no-such-run")
+
+
+def test_methods_reference_compares_drafters_at_equal_acceptance():
+    ref = synthetic.load_reference("methods")
+    eagle = synthetic.runs(ref, method="eagle", k=4, batch=1)
+    assert eagle and eagle[0]["acceptance_length"] == pytest.approx(eagle[0]["imposed_length"], rel=0.06)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+def test_one_engine_on_the_gpu(tmp_path):
+    """A short real sweep: baseline and one draft_model setting at batch 1 (about two minutes)."""
+    from speclab import gpu_sweep
+
+    plan = gpu_sweep.surface_plan(grid=((2, 0.8),))
+    rows = []
+    for engine in plan:
+        rows += gpu_sweep.measure_engine(get_profile("gpu-synthetic"), engine, [1], 64, 64, {1: 1},
+                                         {"max_model_len": 2048, "max_num_seqs": 4})
+    spec = gpu_sweep.with_speedups(rows)[-1]
+    assert spec["acceptance_length"] == pytest.approx(2.44, rel=0.1) and spec["speedup"] > 0
