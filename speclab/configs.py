@@ -77,7 +77,7 @@ def draft_model(model: str | None = None, k: int = DEFAULT_K, *, max_model_len: 
 
 
 def _eagle(method: str, default: str, model, k, target, disable_padded_drafter_batch, parallel_drafting,
-           aux_hidden_state_layer_ids=None, draft_tensor_parallel_size=None) -> dict:
+           draft_tensor_parallel_size=None) -> dict:
     _check_k(k)
     model = str(model or default)
     if model == default and target is not None and str(target) != LLAMA_TARGET:
@@ -90,8 +90,6 @@ def _eagle(method: str, default: str, model, k, target, disable_padded_drafter_b
         cfg["disable_padded_drafter_batch"] = True
     if parallel_drafting:
         cfg["parallel_drafting"] = True
-    if aux_hidden_state_layer_ids:
-        cfg["eagle_aux_hidden_state_layer_ids"] = list(aux_hidden_state_layer_ids)
     if draft_tensor_parallel_size is not None:
         cfg["draft_tensor_parallel_size"] = draft_tensor_parallel_size
     return cfg
@@ -107,11 +105,14 @@ def eagle(model: str | None = None, k: int = DEFAULT_K, *, target: str | None = 
 
 def eagle3(model: str | None = None, k: int = DEFAULT_K, *, target: str | None = LLAMA_TARGET,
            disable_padded_drafter_batch: bool = False, parallel_drafting: bool = False,
-           aux_hidden_state_layer_ids: list[int] | None = None,
            draft_tensor_parallel_size: int | None = None) -> dict:
-    """EAGLE-3: drafts from low, middle and high hidden states of the target, fused."""
+    """EAGLE-3: drafts from low, middle and high hidden states of the target, fused.
+
+    Which target layers it reads is the drafter's own setting (``eagle_aux_hidden_state_layer_ids``
+    in its config.json), not a speculative-config field.
+    """
     return _eagle("eagle3", DEFAULT_EAGLE3, model, k, target, disable_padded_drafter_batch, parallel_drafting,
-                  aux_hidden_state_layer_ids, draft_tensor_parallel_size)
+                  draft_tensor_parallel_size)
 
 
 def mtp(k: int = DEFAULT_K, model: str | None = None) -> dict:
@@ -255,6 +256,9 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
                     f"draft vocabulary ({dv}) differs from the target's ({tv}): use a draft with the same tokenizer "
                     "or set use_heterogeneous_vocab=True"
                 )
+        heads = (draft_cfg or {}).get("medusa_num_heads") or (draft_cfg or {}).get("num_heads")
+        if method == "medusa" and heads and config["num_speculative_tokens"] > heads:
+            raise ConfigError(f"k={config['num_speculative_tokens']} but the Medusa drafter has {heads} heads: use k <= {heads}")
         if method in ("eagle", "eagle3", "medusa") and draft_cfg:
             th, dh = target_cfg.get("hidden_size"), draft_cfg.get("hidden_size")
             if th and dh and th != dh:

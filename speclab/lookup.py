@@ -29,17 +29,20 @@ def propose(tokens: Sequence[int], k: int, min_n: int = 2, max_n: int = 5) -> li
 def replay(prompt: Sequence[int], output: Sequence[int], k: int, min_n: int = 2, max_n: int = 5) -> SpecCounters:
     """Counters a greedy ngram run would report for ``output``, the target's own greedy answer.
 
-    At each step the proposer drafts from prompt + output so far; the target accepts the
-    drafted tokens that equal its own next tokens, up to the first miss, then adds one token.
+    The first output token comes from the prefill step, undrafted. After that, each step drafts
+    from prompt + output so far; the target accepts the drafted tokens that equal its own next
+    tokens, up to the first miss, then adds one token. Like vLLM, a step drafts the full k tokens
+    even when max_tokens will cut the answer sooner; the tokens vLLM then accepts beyond the end
+    of ``output`` are unknown here, so for an answer cut by max_tokens the replay can count up to
+    k accepted tokens fewer than vLLM (an answer that ended with EOS replays exactly).
     """
-    context = list(prompt)
+    context = list(prompt) + list(output[:1])
     output = list(output)
     drafts = draft_tokens = accepted_total = 0
     per_pos = [0] * k
-    t = 0
+    t = 1
     while t < len(output):
         draft = propose(context, k, min_n, max_n)
-        draft = draft[: max(0, len(output) - t - 1)]  # vLLM stops drafting at max_tokens
         accepted = 0
         for guess, truth in zip(draft, output[t:]):
             if guess != truth:

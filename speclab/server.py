@@ -112,8 +112,24 @@ def group_processes(pgid: int) -> list:
     return members
 
 
+def _descendants(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
 def stop_group(pgid: int, timeout: float = STOP_TIMEOUT_S, leader: subprocess.Popen | None = None) -> None:
-    """SIGTERM the whole group, wait until it is gone, then SIGKILL whatever is left."""
+    """SIGTERM the whole group, wait until it is gone, then SIGKILL whatever is left.
+
+    Descendants of the leader that moved to another group are killed too.
+    """
+    import psutil
+
+    in_group = {p.pid for p in group_processes(pgid)}
+    strays = [p for p in (_descendants(leader.pid) if leader else []) if p.pid not in in_group]
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
         if not group_processes(pgid):
             break
@@ -126,6 +142,9 @@ def stop_group(pgid: int, timeout: float = STOP_TIMEOUT_S, leader: subprocess.Po
             if not group_processes(pgid):
                 break
             time.sleep(0.2)
+    for p in strays:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
     if leader is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             leader.wait(timeout=5)
@@ -297,14 +316,15 @@ class StreamTiming:
 
 
 def stream_timed(client, model: str, prompt: str | None = None, messages: list | None = None,
-                 max_tokens: int = 64, temperature: float = 0.0) -> StreamTiming:
+                 max_tokens: int = 64, temperature: float = 0.0, extra_body: dict | None = None) -> StreamTiming:
     """Stream one completion (``prompt``) or chat (``messages``) with the openai client; time it.
 
     A chunk can carry several tokens (speculation accepts them together), so the token count
     comes from the usage record the server appends (``stream_options.include_usage``).
+    ``extra_body`` carries vLLM's own sampling fields, e.g. ``{"ignore_eos": True}``.
     """
     kwargs = dict(model=model, max_tokens=max_tokens, temperature=temperature, stream=True,
-                  stream_options={"include_usage": True})
+                  stream_options={"include_usage": True}, extra_body=extra_body)
     sent = time.perf_counter()
     if messages is not None:
         stream = client.chat.completions.create(messages=messages, **kwargs)
@@ -383,7 +403,15 @@ def config_from_args(args, profile: Profile) -> dict | None:
     return config_for(profile, args.method, args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def cmd_serve(args) -> int:
+    # SIGTERM/SIGHUP (kill, a closed terminal) and SIGINT, even where a parent ignored it, all
+    # leave through the with-block below, which stops the server's process group.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
     profile = get_profile(args.profile)
     config = config_from_args(args, profile)
     print(f"speclab: starting vLLM for {profile.name} ({args.method}); this takes a minute or two on a CPU", flush=True)

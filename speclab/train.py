@@ -44,22 +44,29 @@ MAX_LEN = 640
 
 # ---------------------------------------------------------------- 1. data: the target answers
 
-def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_tokens: int = 256,
-                  num_prompts: int | None = None, enforce_eager: bool = True) -> Path:
-    """Greedy answers of the target (vLLM) to a prompt set, saved as token ids (JSONL)."""
-    from vllm import SamplingParams
+def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_tokens: int = 192,
+                  num_prompts: int | None = None, enforce_eager: bool = True, chunk: int = 32, log=print) -> Path:
+    """Greedy answers of the target (vLLM) to a prompt set, saved as token ids (JSONL).
 
-    from .data import apply_chat_template, load_prompts
+    Prompts go to the engine in chunks, so that a slow, shared CPU never holds one engine step
+    for minutes (vLLM gives up on a step after VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS).
+    """
+    import os
+
+    from .bench import greedy, prompt_inputs
     from .engine import open_engine
     from .report import write_atomic
 
-    records = load_prompts(prompts, num_prompts=num_prompts)
-    token_prompts = apply_chat_template(str(fetch_smollm2(quiet=True)), records)
+    os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1800")
+    records, inputs = prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
+    lines = []
     with open_engine("cpu-tiny", None, enforce_eager=enforce_eager) as llm:
-        outputs = llm.generate(token_prompts, SamplingParams(temperature=0, max_tokens=max_tokens), use_tqdm=False)
-    lines = [json.dumps({"id": r.id, "category": r.category, "prompt_ids": p["prompt_token_ids"],
-                         "answer_ids": list(o.outputs[0].token_ids)})
-             for r, p, o in zip(records, token_prompts, outputs)]
+        for start in range(0, len(inputs), chunk):
+            outputs = llm.generate(inputs[start:start + chunk], greedy(max_tokens), use_tqdm=False)
+            for r, p, o in zip(records[start:start + chunk], inputs[start:start + chunk], outputs):
+                lines.append(json.dumps({"id": r.id, "category": r.category, "prompt_ids": p["prompt_token_ids"],
+                                         "answer_ids": list(o.outputs[0].token_ids)}))
+            log and log(f"generated {len(lines)}/{len(inputs)} answers")
     return write_atomic(out, "\n".join(lines) + "\n")
 
 
@@ -95,10 +102,11 @@ def target_features(rows: list[dict], model=None, aux_layers=drafters.EAGLE3_AUX
     import torch
 
     model = model or load_target()
+    device = next(model.parameters()).device
     out = []
     with torch.no_grad():
         for row in rows:
-            ids = torch.tensor((row["prompt_ids"] + row["answer_ids"])[:max_len])
+            ids = torch.tensor((row["prompt_ids"] + row["answer_ids"])[:max_len], device=device)
             res = model.model(input_ids=ids[None], output_hidden_states=True)
             states = res.hidden_states  # [embeddings, after layer 1, ..., after the final norm]
             aux = torch.cat([states[i][0] for i in aux_layers], dim=-1) if aux_layers else None
@@ -111,7 +119,7 @@ def vocab_subset(seqs: list[Sequence], limit: int | None = None):
     """Token ids that occur in the data, most frequent first (``limit`` keeps the top ones)."""
     import torch
 
-    counts = torch.bincount(torch.cat([s.ids for s in seqs]), minlength=1)
+    counts = torch.bincount(torch.cat([s.ids.cpu() for s in seqs]), minlength=1)
     order = torch.argsort(counts, descending=True)
     order = order[counts[order] > 0]
     return order[:limit] if limit else order
@@ -131,7 +139,7 @@ def rotary(x, positions, theta: float):
     import torch
 
     d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
     ang = positions.float()[:, None] * inv[None, :]
     cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
     half = d // 2
@@ -176,7 +184,7 @@ class Layer:
 
         B, H, T, d = q.shape
         scale = 1.0 / math.sqrt(d)
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
         s0 = (q @ keys[0].transpose(-1, -2)) * scale
         s0 = s0.masked_fill(~causal, float("-inf"))
         diag = [(q * k).sum(-1, keepdim=True) * scale for k in keys[1:]]
@@ -216,11 +224,16 @@ class Head:
     def __init__(self, embed, subset):
         self.embed, self.subset = embed, subset  # embed: [V, h] float32, frozen
         self.lm_rows = embed[subset]  # [V_sub, h]
-        self.to_sub = {int(t): i for i, t in enumerate(subset)}
         import torch
 
         self.lookup = torch.full((embed.shape[0],), -100, dtype=torch.long)
         self.lookup[subset] = torch.arange(len(subset))
+
+    def to(self, device):
+        """Move the frozen matrices and the trainable parameters (in place) to ``device``."""
+        self.embed, self.lm_rows, self.lookup = self.embed.to(device), self.lm_rows.to(device), self.lookup.to(device)
+        for p in self.parameters():
+            p.data = p.data.to(device)
 
     def ce(self, hidden, labels, mask):
         import torch.nn.functional as F
@@ -341,7 +354,7 @@ def ttt_loss(head, batch, steps: int = TTT_STEPS):
         T = L - 2 - j
         if T <= 0:
             break
-        place = torch.arange(T)
+        place = torch.arange(T, device=ids.device)
         tokens = ids[:, 1 + j:1 + j + T]
         labels = ids[:, 2 + j:2 + j + T]
         mask = (place[None, :] + 2 + j < lengths[:, None]) & (place[None, :] + 2 + j >= prompt_lens[:, None])
@@ -387,7 +400,7 @@ class MedusaHeads(Head):
             T = L - 2 - m
             if T <= 0:
                 break
-            place = torch.arange(T)
+            place = torch.arange(T, device=ids.device)
             x = final[:, :T]
             out = x + F.silu(x @ w.T)
             mask = (place[None, :] + 2 + m < batch["lengths"][:, None]) & \
@@ -434,7 +447,7 @@ class DraftModel(Head):
         ids = batch["ids"]
         B, L = ids.shape
         T = L - 1
-        place = torch.arange(T)
+        place = torch.arange(T, device=ids.device)
         x = self.embed[ids[:, :T]]
         for layer in self.layers:
             q, k, v = layer.qkv(rms_norm(x, layer.p["input_layernorm.weight"], self.eps), place)
@@ -466,11 +479,29 @@ class TrainResult:
     seconds: float
     losses: list[float] = field(default_factory=list)
     accuracies: list[list[float]] = field(default_factory=list)  # per logged step, per draft position
+    validation: list[tuple] = field(default_factory=list)  # (step, loss, top-1 per position)
+    best_val_loss: float = float("inf")
+    best_step: int | None = None
 
     @property
     def final_loss(self) -> float:
         tail = self.losses[-max(1, len(self.losses) // 10):]
         return sum(tail) / len(tail)
+
+
+def validate(model, method: str, val: list[Sequence], batch_size: int, device: str) -> tuple[float, list[float]]:
+    """Mean loss and top-1 per draft position over held-back sequences (no gradients)."""
+    import torch
+
+    losses, accs = [], []
+    with torch.no_grad():
+        for i in range(0, len(val), batch_size):
+            batch = {k: t.to(device) for k, t in make_batch(val[i:i + batch_size]).items()}
+            loss, acc = ttt_loss(model, batch) if method in ("eagle", "eagle3") else model.loss(batch)
+            losses.append(float(loss))
+            accs.append(acc)
+    per_pos = [round(sum(a[j] for a in accs) / len(accs), 3) for j in range(min(len(a) for a in accs))]
+    return sum(losses) / len(losses), per_pos
 
 
 def make_batch(seqs: list[Sequence]) -> dict:
@@ -488,9 +519,13 @@ def make_batch(seqs: list[Sequence]) -> dict:
     return batch
 
 
-def build_drafter(method: str, seqs: list[Sequence]):
-    import torch
+def build_drafter(method: str, seqs: list[Sequence], device: str = "cpu"):
+    model = _build_drafter(method, seqs)
+    model.to(device)
+    return model
 
+
+def _build_drafter(method: str, seqs: list[Sequence]):
     tensors = drafters.target_weights("model.embed_tokens.weight", *(
         [f"model.layers.{i}.{n}" for i in DRAFT_INIT_LAYERS for n in _LAYER_NAMES] + ["model.norm.weight"]
         if method == "draft_model" else []))
@@ -516,7 +551,7 @@ _LAYER_NAMES = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn
 def train(method: str, out: str | Path | None = None, *, steps: int | None = None, batch_size: int = 4,
           lr: float | None = None, num_sequences: int | None = None, data: str | Path = DATA_FILE,
           features: list[Sequence] | None = None, threads: int = 2, seed: int = 0, max_len: int = MAX_LEN,
-          log_every: int = 25, quiet: bool = False) -> TrainResult:
+          log_every: int = 25, quiet: bool = False, device: str = "cpu", val_fraction: float = 0.0) -> TrainResult:
     """Train one drafter on self-distilled data and save it (vLLM layout + card.json) to ``out``."""
     import random
 
@@ -533,31 +568,46 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     seqs = features or target_features(rows, max_len=max_len,
                                        aux_layers=drafters.EAGLE3_AUX_LAYERS if method == "eagle3" else ())
     feature_s = time.perf_counter() - started
-    model = build_drafter(method, seqs)
+    model = build_drafter(method, seqs, device)
     params = model.parameters()
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / steps)))
     rng = random.Random(seed)
+    held = set(random.Random(seed + 1).sample(range(len(seqs)), int(len(seqs) * val_fraction)))
+    val = [seqs[i] for i in sorted(held)]
+    seqs = [s for i, s in enumerate(seqs) if i not in held]
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i].ids))  # similar lengths batch together
     groups = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     result = TrainResult(method, Path(out) if out else None, steps, 0.0)
     for step in range(steps):
-        batch = make_batch([seqs[i] for i in rng.choice(groups)])
+        batch = {key: t.to(device) for key, t in make_batch([seqs[i] for i in rng.choice(groups)]).items()}
         loss, accs = ttt_loss(model, batch) if method in ("eagle", "eagle3") else model.loss(batch)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-        result.losses.append(float(loss))
+        result.losses.append(float(loss.detach()))
         result.accuracies.append(accs)
-        if not quiet and (step % log_every == 0 or step == steps - 1):
-            print(f"[{method}] step {step:4d} loss {float(loss):.3f} acc {' '.join(f'{a:.2f}' for a in accs)} "
+        logging = step % log_every == 0 or step == steps - 1
+        if val and logging:  # keep the parameters that do best on held-back training sequences
+            val_loss, val_accs = validate(model, method, val, batch_size, device)
+            result.validation.append((step, val_loss, val_accs))
+            if val_loss < result.best_val_loss:
+                result.best_val_loss, result.best_step = val_loss, step
+                best = [p.detach().clone() for p in params]
+        if not quiet and logging:
+            shown = f" | val {result.validation[-1][1]:.3f}" if val else ""
+            print(f"[{method}] step {step:4d} loss {float(loss):.3f} acc {' '.join(f'{a:.2f}' for a in accs)}{shown} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
+    if val:
+        with torch.no_grad():
+            for p, b in zip(params, best):
+                p.copy_(b)
     result.seconds = time.perf_counter() - started
     if out is not None:
         save(model, Path(out), result, rows, feature_s, batch_size=batch_size, lr=lr, threads=threads, seed=seed,
-             data=data, max_len=max_len)
+             data=data, max_len=max_len, device=str(device), val_fraction=val_fraction)
     return result
 
 
@@ -567,7 +617,7 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
 
     from .models import atomic_folder
 
-    tensors = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in model.export().items()}
+    tensors = {k: (v.cpu().to(torch.bfloat16) if v.is_floating_point() else v.cpu()) for k, v in model.export().items()}
     n = max(1, len(result.accuracies) // 10)
     tail = list(zip(*[a for a in result.accuracies[-n:] if a])) or [[]]
     card = {
@@ -576,11 +626,18 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
                  "file": str(Path(settings["data"]).name), "sequences": len(rows),
                  "answer_tokens": sum(len(r["answer_ids"]) for r in rows), "max_len": settings["max_len"]},
         "training": {"steps": result.steps, "batch_size": settings["batch_size"], "lr": settings["lr"],
-                     "threads": settings["threads"], "seed": settings["seed"], "seconds": round(result.seconds, 1),
+                     "threads": settings["threads"], "seed": settings["seed"], "device": settings["device"],
+                     "seconds": round(result.seconds, 1),
                      "feature_seconds": round(feature_s, 1), "final_loss": round(result.final_loss, 4),
                      "first_loss": round(result.losses[0], 4) if result.losses else None,
                      "train_top1_per_position": [round(sum(c) / len(c), 3) for c in tail if c],
-                     "command": f"python -m speclab.train --method {model.method} --steps {result.steps}"},
+                     "validation": ({"sequences_held_back": settings["val_fraction"], "best_step": result.best_step,
+                                     "loss": round(result.best_val_loss, 4),
+                                     "top1_per_position": next(v[2] for v in result.validation
+                                                               if v[0] == result.best_step)}
+                                    if result.validation else None),
+                     "command": f"python -m speclab.train --method {model.method} --steps {result.steps} "
+                                f"--batch-size {settings['batch_size']}"},
         "acceptance": None,
     }
     with atomic_folder(out) as scratch:

@@ -15,7 +15,7 @@ def test_seed_defaults():
     assert configs.mtp(3) == {"method": "mtp", "num_speculative_tokens": 3}
     assert configs.draft_model("d", 4, use_heterogeneous_vocab=True) == {
         "method": "draft_model", "model": "d", "num_speculative_tokens": 4, "use_heterogeneous_vocab": True}
-    assert configs.build("eagle3", 3, aux_hidden_state_layer_ids=[1, 2])["eagle_aux_hidden_state_layer_ids"] == [1, 2]
+    assert configs.build("eagle3", 3, model="heads", target=None) == {"method": "eagle3", "model": "heads", "num_speculative_tokens": 3}
     assert configs.build("baseline") is None
 
 
@@ -83,6 +83,9 @@ def test_validate_against_target_configs(tmp_path):
         configs.validate(configs.mtp(2), target=target, version=(0, 32, 0))
     mtp_target = _model_dir(tmp_path, "mtp", vocab_size=100, num_nextn_predict_layers=1)
     configs.validate(configs.mtp(2), target=mtp_target, version=(0, 32, 0))
+    medusa = _model_dir(tmp_path, "medusa", hidden_size=576, medusa_num_heads=3)
+    with pytest.raises(ConfigError, match="has 3 heads: use k <= 3"):
+        configs.validate(configs.medusa(medusa, 4), target=target, version=(0, 32, 0))
     wide_head = _model_dir(tmp_path, "eagle", hidden_size=4096)
     with pytest.raises(ConfigError, match="does not match the target's 576"):
         configs.validate(configs.eagle(wide_head, target=None), target=target, version=(0, 32, 0))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import papermill as pm
 import pytest
 
@@ -45,10 +46,12 @@ def test_series_is_numbered_and_parameterised():
         params = pm.inspect_notebook(str(book))
         assert {"profile", "interactive", "output_dir"} <= set(params), book.name
         assert params["interactive"]["default"] == "False", f"{book.name}: headless runs must not build widgets"
-        first = __import__("nbformat").read(book, as_version=4).cells[0]
+        first = nbformat.read(book, as_version=4).cells[0]
         assert "parameters" in first.metadata.get("tags", []), f"{book.name}: the first cell must be the parameters cell"
-        assert not any(c.get("outputs") for c in __import__("nbformat").read(book, as_version=4).cells
-                       if c.cell_type == "code"), f"{book.name}: commit notebooks without outputs"
+        cells = nbformat.read(book, as_version=4).cells
+        assert not any(c.get("outputs") for c in cells if c.cell_type == "code"), f"{book.name}: commit notebooks without outputs"
+        prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+        assert "What you should see" in prose and "WHAT_YOU_SHOULD_SEE" not in prose, f"{book.name}: write what a real run shows"
 
 
 @pytest.mark.parametrize("book", BOOKS, ids=[b.stem for b in BOOKS])

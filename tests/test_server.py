@@ -27,8 +27,9 @@ from speclab.metrics import from_prometheus
 
 K = 3
 TOKENS = 8
-# a prompt whose answer repeats it: prompt lookup (n-gram) has something to find
-REPEAT = "Repeat this list exactly, one item per line: apple, banana, cherry, apple, banana, cherry, apple, banana, cherry."
+# a text whose continuation repeats it: prompt lookup (n-gram) has something to find
+REPEAT = "apple, banana, cherry, apple, banana, cherry, apple, banana, cherry, apple, banana,"
+FIXED_LENGTH = {"ignore_eos": True}  # vLLM's own field: exactly max_tokens tokens, EOS or not
 
 
 def _my_vllm_processes():
@@ -166,9 +167,10 @@ def test_health_and_model_list(server):
 @pytest.mark.server
 def test_completion_chat_and_streaming_agree(server):
     client = server.client()
-    plain = client.completions.create(model=server.model, prompt=REPEAT, max_tokens=TOKENS, temperature=0)
+    plain = client.completions.create(model=server.model, prompt=REPEAT, max_tokens=TOKENS, temperature=0,
+                                      extra_body=FIXED_LENGTH)
     assert plain.usage.completion_tokens == TOKENS
-    streamed = stream_timed(client, server.model, prompt=REPEAT, max_tokens=TOKENS)
+    streamed = stream_timed(client, server.model, prompt=REPEAT, max_tokens=TOKENS, extra_body=FIXED_LENGTH)
     assert streamed.text == plain.choices[0].text  # greedy: streaming changes nothing
     assert streamed.output_tokens == TOKENS
     assert 0 < streamed.ttft <= streamed.latency and streamed.tpot > 0
@@ -191,7 +193,8 @@ def test_curl_check_answers(server):
 @pytest.mark.server
 def test_metrics_show_accepted_tokens(server):
     before = server.counters()
-    server.client().completions.create(model=server.model, prompt=REPEAT, max_tokens=32, temperature=0)
+    server.client().completions.create(model=server.model, prompt=REPEAT, max_tokens=32, temperature=0,
+                                       extra_body=FIXED_LENGTH)
     text = server.metrics_text()
     assert "vllm:spec_decode_num_accepted_tokens_total" in text and 'position="2"' in text
     run = from_prometheus(text) - before
