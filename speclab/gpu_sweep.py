@@ -6,7 +6,11 @@ imposed by hand), everything the notebooks show as "what you should see on a GPU
 - ``speedup_surface``: a plain baseline and draft_model (Llama-3.2-1B shape) over acceptance a,
   k and batch size; the data behind the measured cost model (``speclab.theory.StepCost``);
 - ``methods``: EAGLE- and EAGLE-3-shaped heads at the same imposed acceptance;
-- ``tp2``: the target split over two GPUs (only where two are visible).
+- ``tp2``: the target split over two GPUs (only where two are visible); vLLM's draft_model path
+  refuses a draft on fewer GPUs than the target, which speclab reports before starting an engine.
+
+One H200 took about 40-80 s to start each engine and 30 s to measure it: the whole sweep is
+about 20 minutes of GPU time (the stored files came from several time-boxed calls that resumed).
 
 Each part writes ``<output_dir>/<part>.json`` (default ``data/gpu_reference``) after every
 engine, so an interrupted sweep keeps what it measured and a rerun resumes where it stopped
@@ -156,6 +160,9 @@ def measure_engine(profile: Profile, engine: Engine, batches: list[int], prompt_
     from .bench import measure
     from .engine import open_engine
 
+    # Without this, vLLM 0.26 forked its engine core from a process that had already touched CUDA
+    # (device detection) and every engine died with "Cannot re-initialize CUDA in forked subprocess".
+    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     prompts = synthetic.token_prompts(max(batches), prompt_len, profile.target)
     sampling = synthetic.sampling(output_len)
     rows = []

@@ -63,3 +63,27 @@ def test_bench_ngram_baseline_end_to_end(tmp_path, target_dir):
     assert record["speedup"] > 0 and record["baseline"]["num_drafts"] == 0
     assert record["environment"]["vllm"].startswith("0.")
     assert out.with_suffix(".csv").read_text().count("\n") == 3  # header + baseline + ngram
+
+
+@pytest.mark.engine
+def test_sigterm_leaves_no_engine_behind(target_dir):
+    """`speclab bench` terminated while its engine runs: the engine core and workers go with it."""
+    import signal
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", "bench", "--method", "ngram", "--enforce-eager",
+                             "--num-prompts", "2", "--output-len", "16"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = psutil.Process(proc.pid)
+    deadline = time.time() + 600
+    engine = []
+    while time.time() < deadline and not engine and proc.poll() is None:
+        engine = [p for p in parent.children(recursive=True) if "VLLM" in " ".join(p.cmdline())]
+        time.sleep(1)
+    assert engine, "the engine never started"
+    family = parent.children(recursive=True)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) != 0
+    _, alive = psutil.wait_procs(family, timeout=60)
+    assert not alive, [p.pid for p in alive]

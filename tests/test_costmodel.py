@@ -68,19 +68,43 @@ def test_fitted_costs_are_physical(surface):
     assert set(costs) == {1, 16, 64}
     for batch, cost in costs.items():
         assert cost.t_draft > 0 and cost.t_fixed > cost.t_target, batch  # a speculative step costs more than a plain one
-    assert 4.0 < costs[1].t_target < 7.0  # the field notes: 5.07 ms per plain 8B step at batch 1
+    one = costs[1]  # the field notes: plain step 5.07 ms, speculative step ~6.5 ms + ~1.4 ms per draft token
+    assert 4.5 < one.t_target < 5.5 and 5.5 < one.t_fixed < 7.5 and 1.0 < one.t_draft < 2.5
 
 
-def test_cost_model_predicts_held_out_runs_within_10_percent(surface):
-    rows = synthetic.speedup_table(surface, fit_a=0.8)
-    held_out = [r for r in rows if not r["in_fit"]]
-    assert len(held_out) >= 12
-    assert max(abs(r["model_error"]) for r in held_out) < 0.10
-    assert max(abs(r["plain_error"]) for r in rows) > 0.10  # the plain formula misses the fixed cost
+def test_cost_model_beats_the_plain_formula_on_runs_it_was_not_fitted_on(surface):
+    rows = synthetic.speedup_table(surface)  # leave-one-out: each prediction is fitted without its own run
+    assert len(rows) == 21
+    large = [r for r in rows if r["batch"] == 64]
+    assert max(abs(r["model_error"]) for r in large) < 0.10  # batch 64: every run within 10%
+    assert synthetic.within(rows, "model_error") >= 0.75  # overall: at least three runs in four within 10%
+    assert synthetic.within(rows, "plain_error") <= 0.30  # the plain formula: fewer than one in three
+    assert max(abs(r["plain_error"]) for r in rows) > 2 * max(abs(r["model_error"]) for r in rows)
+
+
+def test_one_engine_reproduces_another_only_at_large_batch(surface):
+    """The same config in a second engine: within a few % at batch 64, not within 10% at batch 1."""
+    repeat = synthetic.load_reference("speedup_surface_repeat")
+    spread = {}
+    for r in synthetic.runs(repeat, method="draft_model"):
+        first = synthetic.runs(surface, label=r["label"], batch=r["batch"])[0]
+        spread[(r["k"], r["batch"])] = abs(r["tokens_per_s"] / first["tokens_per_s"] - 1)
+    assert max(spread[(2, 64)], spread[(4, 64)]) < 0.05
+    assert spread[(4, 1)] > 0.10
+    for base in synthetic.runs(repeat, method="baseline"):  # plain decoding reproduces within 2% everywhere
+        first = synthetic.runs(surface, method="baseline", batch=base["batch"])[0]
+        assert base["tokens_per_s"] == pytest.approx(first["tokens_per_s"], rel=0.02)
 
 
 def test_speculation_stops_paying_at_large_batch(surface):
     small = synthetic.runs(surface, method="draft_model", batch=1)
     large = synthetic.runs(surface, method="draft_model", batch=64)
-    assert max(r["speedup"] for r in small) > 1.2
-    assert max(r["speedup"] for r in large) < max(r["speedup"] for r in small)
+    assert max(r["speedup"] for r in small) > 1.5
+    assert max(r["speedup"] for r in large) < 1.1 and min(r["speedup"] for r in large) < 0.7
+
+
+def test_a_one_layer_head_pays_where_a_draft_model_does_not(surface):
+    eagle = {r["batch"]: r for r in synthetic.runs(synthetic.load_reference("methods"), method="eagle", k=4)}
+    draft = {r["batch"]: r for r in synthetic.runs(surface, method="draft_model", k=4, a=0.8)}
+    for batch in (1, 16, 64):
+        assert eagle[batch]["speedup"] > 1.3 and eagle[batch]["step_ms"] < draft[batch]["step_ms"]

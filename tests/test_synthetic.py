@@ -112,3 +112,13 @@ def test_one_engine_on_the_gpu(tmp_path):
                                          {"max_model_len": 2048, "max_num_seqs": 4})
     spec = gpu_sweep.with_speedups(rows)[-1]
     assert spec["acceptance_length"] == pytest.approx(2.44, rel=0.1) and spec["speedup"] > 0
+
+
+def test_tp2_reference_records_what_vllm_refuses():
+    ref = synthetic.load_reference("tp2")
+    assert len(ref["environment"]["gpus"]) == 2
+    tp2 = {r["batch"]: r for r in synthetic.runs(ref, method="baseline", tensor_parallel_size=2)}
+    tp1 = {r["batch"]: r for r in synthetic.runs(synthetic.load_reference("speedup_surface"), method="baseline")}
+    assert tp2[1]["step_ms"] < tp1[1]["step_ms"]  # two GPUs read half the weights each
+    refused = [e for e in ref["errors"] if "draft_tp=1" in e["label"] and e["label"].startswith("draft_model")]
+    assert refused and "runs the draft with the target's tensor parallel size" in refused[0]["error"]
