@@ -84,6 +84,8 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     configs.validate(speculative_config, target=target, tensor_parallel_size=tensor_parallel_size)
     if profile.device == "cpu":
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+    else:  # a kernel or script that touched CUDA cannot fork workers ("Cannot re-initialize CUDA")
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     if quiet:  # vLLM's start-up warnings drown a lesson's output; errors still show
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     if tensor_parallel_size != 1:

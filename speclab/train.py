@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import drafters
-from .models import cache_dir, fetch_smollm2
+from .models import fetch_smollm2
 from .profiles import SpeclabError
 
 DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"

@@ -7,6 +7,7 @@ cells are first executed by papermill, so nbval has the recorded outputs to comp
 the others run once, under nbval, to keep the suite inside CI's time.
 """
 
+import ast
 import json
 import subprocess
 import sys
@@ -55,6 +56,9 @@ def test_series_is_numbered_and_parameterised():
         assert {"profile", "interactive", "output_dir"} <= set(params), book.name
         assert params["interactive"]["default"] == "False", f"{book.name}: headless runs must not build widgets"
         cells = nbformat.read(book, as_version=4).cells
+        for cell in cells:
+            if cell.cell_type == "code":
+                ast.parse(cell.source, filename=f"{book.name} cell {cell.get('id')}")  # fails fast, before any kernel
         assert "parameters" in cells[0].metadata.get("tags", []), f"{book.name}: the first cell must be the parameters cell"
         assert not any(c.get("outputs") for c in cells if c.cell_type == "code"), f"{book.name}: commit notebooks without outputs"
         prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")

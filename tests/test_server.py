@@ -1,8 +1,9 @@
 """vLLM's OpenAI-compatible server on the CPU profile: start, clients, metrics, failures, cleanup.
 
-Three real servers start here (about a minute each): one with n-gram speculation shared by
-the module, one that is killed in the middle of a load, one left by Ctrl-C. A fourth is
-refused by vLLM itself at start-up.
+Three real servers start here (one to four minutes each on a 2-core CPU): one killed in the
+middle of a load, one left by Ctrl-C, and one with n-gram speculation shared by the rest of the
+module. A fourth is refused by vLLM itself at start-up. The failure tests come first, so that
+no two servers run at once.
 """
 
 import json
@@ -128,7 +129,7 @@ def test_killing_the_server_mid_load_fails_every_client_clearly():
     [level] = box["levels"]
     assert len(level.requests) == 6 and level.succeeded + level.failed == 6
     assert sorted(r.index for r in level.requests) == list(range(6))
-    assert level.failed >= 5  # at most one could have finished 512 tokens before the kill
+    assert level.failed >= 4  # the kill lands while the first two are in flight; the rest cannot connect
     clear = ("cannot connect", "the server closed the connection", "the stream ended before")
     assert all(r.error.startswith(clear) for r in level.requests if not r.ok), level.errors()
     assert group_processes(s.pid) == []
