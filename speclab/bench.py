@@ -231,13 +231,11 @@ def compare(profile: str | Profile | None, speculative_config: dict, inputs: lis
 def prompt_inputs(profile: str | Profile | None, source: str = "mtbench_style", category=None,
                   num_prompts: int | None = None):
     """Load a prompt set and render it with the profile target's chat template -> (prompts, inputs)."""
-    from transformers import AutoTokenizer
-
     from . import data
-    from .models import resolve_model
+    from .models import load_tokenizer, resolve_model
 
     prompts = data.load_prompts(source, category=category, num_prompts=num_prompts)
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(get_profile(profile).target))
+    tokenizer = load_tokenizer(resolve_model(get_profile(profile).target))
     return prompts, data.apply_chat_template(tokenizer, prompts)
 
 

@@ -138,17 +138,16 @@ def cmd_bench(args) -> int:
     from vllm import SamplingParams
 
     from . import bench, configs
-    from .models import resolve_model
-    from .profiles import get_profile
+    from .models import load_tokenizer, resolve_model
+    from .profiles import get_profile, require_device
 
     profile = get_profile(_pick_profile(args))
+    require_device(profile)
     expected = _check_test_flags(args, profile) if args.test else None
     target = args.model_dir or resolve_model(profile.target)
     config = bench_config(args, profile)
     configs.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(target)
+    tokenizer = load_tokenizer(target)
     prompts, inputs, source = _bench_prompts(args, tokenizer)
     sampling = SamplingParams(temperature=args.temp, top_p=args.top_p, top_k=args.top_k, max_tokens=args.output_len)
     overrides = dict(enforce_eager=args.enforce_eager, enable_chunked_prefill=args.enable_chunked_prefill or None,

@@ -406,13 +406,15 @@ class MetricsTrace:
     samples: list[MetricsSample] = field(default_factory=list)
 
     def series(self) -> dict[str, list[float]]:
-        """Per interval: output tokens/s, acceptance length (1.0 when nothing was drafted), queue."""
+        """Per interval: output tokens/s, acceptance length (NaN, a gap in a plot, when nothing
+        was drafted), requests running and waiting at the interval's end."""
         out = {"t": [], "tokens_per_s": [], "acceptance_length": [], "running": [], "waiting": []}
         for prev, cur in zip(self.samples, self.samples[1:]):
             dt = cur.t - prev.t
             out["t"].append(cur.t)
             out["tokens_per_s"].append((cur.generation_tokens - prev.generation_tokens) / dt if dt > 0 else 0.0)
-            out["acceptance_length"].append((cur.counters - prev.counters).acceptance_length)
+            step = cur.counters - prev.counters
+            out["acceptance_length"].append(step.acceptance_length if step.num_drafts else float("nan"))
             out["running"].append(cur.running)
             out["waiting"].append(cur.waiting)
         return out
@@ -494,8 +496,10 @@ class _LiveView:
         s = trace.series()
         if not s["t"]:
             return
+        length = s["acceptance_length"][-1]
+        length = "no drafts" if length != length else f"{length:.2f}"  # NaN: nothing drafted
         self.status.value = (f"<b>t = {s['t'][-1]:.0f} s</b> &nbsp; {s['tokens_per_s'][-1]:.1f} tok/s &nbsp; "
-                             f"acceptance length {s['acceptance_length'][-1]:.2f} &nbsp; "
+                             f"acceptance length {length} &nbsp; "
                              f"running {s['running'][-1]:.0f}, waiting {s['waiting'][-1]:.0f}")
         fig = live_metrics(s["t"], s["tokens_per_s"], s["acceptance_length"], s["running"], k=self.k)
         with self.out:

@@ -151,6 +151,20 @@ def resolve_model(ref: str) -> str:
     return str(drafters.provide(name))
 
 
+def load_tokenizer(model: str):
+    """The tokenizer of a local folder or Hugging Face id; one clear line when it cannot be had offline."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(model)
+    except OSError as err:
+        raise SpeclabError(
+            f"model {model!r} is neither a local folder nor in the Hugging Face cache, and the Hub cannot be reached "
+            f"({type(err).__name__}): download it where there is network (huggingface-cli download {model}) "
+            "or pass a local folder"
+        ) from None
+
+
 def target_path(profile: str | Profile | None = None) -> str:
     return resolve_model(get_profile(profile).target)
 

@@ -236,8 +236,11 @@ class Head:
             p.data = p.data.to(device)
 
     def ce(self, hidden, labels, mask):
+        """Cross-entropy and top-1 accuracy over the masked places (zero when there are none)."""
         import torch.nn.functional as F
 
+        if not bool(mask.any()):  # e.g. a prompt longer than max_len: no answer token to learn here
+            return hidden.sum() * 0.0, 0.0
         logits = hidden[mask] @ self.lm_rows.T
         target = self.lookup[labels[mask]]
         loss = F.cross_entropy(logits.float(), target, ignore_index=-100)
@@ -280,6 +283,8 @@ class EagleHead(Head):
     def extra_loss(self, out, target_final, mask):
         import torch.nn.functional as F
 
+        if not bool(mask.any()):
+            return None
         return F.smooth_l1_loss(out[mask], target_final[mask].float())
 
     def export(self):

@@ -22,6 +22,7 @@ def run_cli(*args, timeout=1200):
     (["bench", "--method", "ngram", "--custom-mm-prompts"], "needs a multimodal target"),
     (["bench", "--method", "ngram", "--dataset-path", "no-such-set"], "no-such-set"),
     (["bench", "--method", "mtp"], "needs a target with MTP layers"),
+    (["bench", "--method", "ngram", "--model-dir", "no-org/no-such-model"], "huggingface-cli download no-org/no-such-model"),
     (["migrate"], "usage: speclab migrate"),
 ])
 def test_bad_input_one_line_error(args, message, capsys, monkeypatch, target_dir):

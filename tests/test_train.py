@@ -10,7 +10,7 @@ from speclab import configs, drafters, train
 @pytest.fixture(scope="module")
 def small_features():
     rows = train.load_data(num_sequences=4)
-    return train.target_features(rows, max_len=160)
+    return train.target_features(rows, max_len=256)
 
 
 @pytest.mark.parametrize("method", train.TRAIN_METHODS)
