@@ -52,6 +52,8 @@ EAGLE3_AUX_LAYERS = (2, 15, 27)
 DRAFT_MODEL_LAYERS = 2
 MEDUSA_HEADS = 3
 WEIGHTS = "model.safetensors"
+# Bump when a builder's layout changes: cached drafters from an older builder are then rebuilt.
+BUILDER_VERSION = 2
 CARD = "card.json"
 
 
@@ -87,7 +89,7 @@ def provide(name: str, force: bool = False) -> Path:
     if trained is not None:
         return loadable(method, trained, force=force)
     final = cache_dir() / "drafters" / name
-    if is_complete(final) and not force:
+    if is_complete(final) and not force and read_card(final).get("builder_version") == BUILDER_VERSION:
         return final
     with atomic_folder(final) as out:
         BUILDERS[method](out)
@@ -179,7 +181,7 @@ def copy_tokenizer(out: Path) -> None:
 
 
 def random_card(method: str, note: str = "") -> dict:
-    return {"method": method, "trained": False, "weights": f"random (seed {SEED})",
+    return {"method": method, "trained": False, "weights": f"random (seed {SEED})", "builder_version": BUILDER_VERSION,
             "target": "SmolLM2-135M-Instruct",
             "note": note or "randomly initialised: loads and runs, but proposes tokens the target rarely accepts"}
 
