@@ -224,7 +224,7 @@ def _env_true(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _hub_reachable(timeout: float = 3.0) -> bool:
+def hub_reachable(timeout: float = 3.0) -> bool:
     """A quick TCP probe, so that a machine without network fails at once instead of retrying."""
     if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
         return True  # a proxy decides; let the datasets library try
@@ -245,7 +245,7 @@ def _read_hub(dataset_id: str, split: str) -> list[Prompt]:
             "pass a local JSONL file or run `pip install datasets`"
         ) from None
     offline = _env_true("HF_HUB_OFFLINE") or _env_true("HF_DATASETS_OFFLINE")
-    if not offline and not _hub_reachable():
+    if not offline and not hub_reachable():
         raise SpeclabError(
             f"cannot reach the Hugging Face Hub to load {dataset_id!r}: pass a local JSONL file, "
             "or set HF_HUB_OFFLINE=1 to use a cached copy"

@@ -155,7 +155,15 @@ def load_tokenizer(model: str):
     """The tokenizer of a local folder or Hugging Face id; one clear line when it cannot be had offline."""
     from transformers import AutoTokenizer
 
+    from .data import hub_reachable
+
     try:
+        return AutoTokenizer.from_pretrained(model, local_files_only=True)
+    except OSError:
+        pass
+    try:
+        if Path(model).exists() or os.environ.get("HF_HUB_OFFLINE") == "1" or not hub_reachable():
+            raise OSError("not available offline")
         return AutoTokenizer.from_pretrained(model)
     except OSError as err:
         raise SpeclabError(
