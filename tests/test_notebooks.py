@@ -102,3 +102,13 @@ def test_main_job_writes_run_folder(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())["profile"] == "cpu-tiny"
     assert "| ok |" in (tmp_path / "report.md").read_text()
     assert not list(tmp_path.glob("notebooks/.*partial*"))
+
+
+def test_medusa_lesson_reads_as_vllm_033(tmp_path):
+    """Lesson 06 on a vLLM without Medusa: no engine starts, the lesson explains and finishes."""
+    book = NOTEBOOKS / "06_medusa.ipynb"
+    params = {"profile": "cpu-tiny", "output_dir": str(tmp_path), **small_parameters(book), "assume_vllm": "0.33.0"}
+    ok, seconds, error = execute(book, tmp_path / "nb", params)
+    assert ok, error
+    results = json.loads((tmp_path / "results" / "06_medusa.json").read_text())
+    assert results["ran"] is False
