@@ -1,4 +1,4 @@
-"""The ``speclab`` command: models, env, bench, migrate, run, serve.
+"""speclab: provision models, check the environment, benchmark, migrate old flags, run the lessons, serve.
 
 ``speclab bench`` takes every flag of vLLM's offline speculative-decoding benchmark script
 (the seed) with the same meaning and default, prints the same report, and adds a baseline
