@@ -108,3 +108,20 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
         del llm
         gc.collect()
         _reap(before)
+
+
+def engine_processes() -> list[str]:
+    """Command lines of this process's live vLLM descendants (EngineCore, workers); zombies are skipped."""
+    import psutil
+
+    found = []
+    for p in _children():
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            line = " ".join(p.cmdline())
+        except psutil.Error:  # exited or became a zombie while we looked
+            continue
+        if "VLLM" in line or "EngineCore" in line:
+            found.append(line)
+    return found
