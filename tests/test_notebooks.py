@@ -30,6 +30,8 @@ SMALL = {"enforce_eager": True, "output_len": 32, "num_prompts": 4, "prompts_per
 PER_NOTEBOOK = {
     "02_ngram_prompt_lookup": {"categories": ["summarisation", "chat"]},
     "08_workloads": {"categories": ["summarisation", "chat"]},
+    "10_serving_and_monitoring": {"concurrency": [1, 2], "requests_per_level": 2, "output_len": 16,
+                                  "sample_interval": 0.5},
     "11_train_your_own_drafter": {"steps": 4, "num_sequences": 4, "num_prompts": 2},
 }
 BOOKS = series()
