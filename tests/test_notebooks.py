@@ -48,7 +48,9 @@ def checks_outputs(book: Path) -> bool:
 
 
 def nbval(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbval-lax", "-p", "no:cacheprovider", str(path)],
+    # a cell that opens several engines can take minutes on a 2-core machine: allow an hour per cell
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbval-lax", "--nbval-cell-timeout", "3600",
+                           "-p", "no:cacheprovider", str(path)],
                           capture_output=True, text=True, cwd=path.parent)
 
 
