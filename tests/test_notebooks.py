@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import papermill as pm
 import pytest
+from papermill.iorw import load_notebook_node  # adds the cell metadata parameterize_notebook expects
 from papermill.parameterize import parameterize_notebook
 
 from speclab.runner import NOTEBOOKS, execute, run_series, series
@@ -79,7 +80,7 @@ def test_notebook_executes_under_nbval(book, tmp_path):
         path = tmp_path / "executed" / book.name
     else:
         path = tmp_path / book.name
-        nbformat.write(parameterize_notebook(nbformat.read(book, as_version=4), params), path)
+        nbformat.write(parameterize_notebook(load_notebook_node(str(book)), params), path)
     proc = nbval(path)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert list((tmp_path / "results").glob("*.json")), f"{book.name} saved no results"
