@@ -110,18 +110,29 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
         _reap(before)
 
 
-def engine_processes() -> list[str]:
-    """Command lines of this process's live vLLM descendants (EngineCore, workers); zombies are skipped."""
+def vllm_descendants(root=None) -> list:
+    """Live vLLM processes (EngineCore, workers) below ``root`` (default: this process); zombies skipped."""
     import psutil
 
+    root = root or psutil.Process()
     found = []
-    for p in _children():
+    for p in root.children(recursive=True):
         try:
-            if p.status() == psutil.STATUS_ZOMBIE:
-                continue
-            line = " ".join(p.cmdline())
+            if p.status() != psutil.STATUS_ZOMBIE and any(w in " ".join(p.cmdline()) for w in ("VLLM", "EngineCore")):
+                found.append(p)
         except psutil.Error:  # exited or became a zombie while we looked
             continue
-        if "VLLM" in line or "EngineCore" in line:
-            found.append(line)
     return found
+
+
+def engine_processes() -> list[str]:
+    """Command lines of this process's live vLLM descendants: empty once every engine is shut down."""
+    import psutil
+
+    lines = []
+    for p in vllm_descendants():
+        try:
+            lines.append(" ".join(p.cmdline()))
+        except psutil.Error:
+            continue
+    return lines

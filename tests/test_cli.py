@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from speclab.cli import main
+from speclab.engine import vllm_descendants
 
 
 def run_cli(*args, timeout=1200):
@@ -66,15 +67,6 @@ def test_bench_ngram_baseline_end_to_end(tmp_path, target_dir):
     assert out.with_suffix(".csv").read_text().count("\n") == 3  # header + baseline + ngram
 
 
-def _cmdline(proc) -> str:
-    import psutil
-
-    try:
-        return " ".join(proc.cmdline())
-    except psutil.Error:  # gone, or a zombie waiting to be reaped
-        return ""
-
-
 @pytest.mark.engine
 def test_sigterm_leaves_no_engine_behind(target_dir):
     """`speclab bench` terminated while its engine runs: the engine core and workers go with it."""
@@ -89,7 +81,7 @@ def test_sigterm_leaves_no_engine_behind(target_dir):
     deadline = time.time() + 600
     engine = []
     while time.time() < deadline and not engine and proc.poll() is None:
-        engine = [p for p in parent.children(recursive=True) if "VLLM" in _cmdline(p)]
+        engine = vllm_descendants(parent)
         time.sleep(1)
     assert engine, "the engine never started"
     family = parent.children(recursive=True)
