@@ -17,7 +17,10 @@ Each method wants its own layout (read from vLLM's model files):
 - ``eagle``: one Llama decoder layer without its input norm plus ``fc`` (2h -> h). Without
   ``embed_tokens`` and ``lm_head`` in the checkpoint vLLM shares the target's.
 - ``eagle3``: ``midlayer.*`` (attention over [embedding; hidden], 2h wide), ``fc`` fusing three
-  of the target's hidden states (3h -> h), ``norm``; embedding and lm_head shared with the target.
+  of the target's hidden states (3h -> h), ``norm``; the embedding is the target's. The lm_head
+  is either the target's (``draft_vocab_size`` = the target's vocabulary, nothing in the
+  checkpoint) or its own over a draft vocabulary: ``lm_head.weight`` [N, h] and ``d2t`` (draft
+  id i stands for target id i + d2t[i]), as the published Llama heads do with 32k of 128k tokens.
   Which target layers feed it is stored in its config (``eagle_aux_hidden_state_layer_ids``):
   vLLM reads it from there, so callers pass nothing extra.
 - ``medusa``: residual blocks per head and one lm_head (``original_lm_head``). vLLM gives Medusa
@@ -250,8 +253,9 @@ def build_random_eagle(out: Path) -> None:
     write_folder(out, cfg, tensors, random_card("eagle"))
 
 
-def eagle3_config() -> dict:
-    return llama_config(1, draft_vocab_size=target_config()["vocab_size"],
+def eagle3_config(draft_vocab_size: int | None = None) -> dict:
+    """Without ``draft_vocab_size`` the head shares the target's lm_head (full vocabulary)."""
+    return llama_config(1, draft_vocab_size=draft_vocab_size or target_config()["vocab_size"],
                         eagle_aux_hidden_state_layer_ids=eagle3_aux_layers(),
                         target_hidden_size=target_config()["hidden_size"])
 

@@ -23,6 +23,7 @@ measures acceptance with vLLM on the held-out prompts and writes it into the car
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import time
@@ -33,10 +34,22 @@ from . import drafters
 from .models import fetch_smollm2
 from .profiles import SpeclabError
 
-DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"
+DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"  # greedy answers, made here by generate_data (CPU)
+# What the shipped drafters were trained on: 1 greedy + 8 sampled (T=0.8) answers per train prompt,
+# up to 256 tokens, made by answer_rows with vLLM 0.26.0 on one H200 (bf16).
+SHIPPED_DATA = drafters.SHIPPED_DIR / "selfdistill_gpu.jsonl.gz"
+DEFAULT_BATCH = 16
 TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
-DEFAULT_STEPS = {"eagle": 600, "eagle3": 600, "draft_model": 600, "medusa": 400}
+DEFAULT_STEPS = {"eagle": 2500, "eagle3": 2500, "draft_model": 2500, "medusa": 2500}
 DEFAULT_LR = {"eagle": 1e-3, "eagle3": 1e-3, "draft_model": 3e-4, "medusa": 1e-3}
+EAGLE3_DRAFT_VOCAB = 4096  # the shipped EAGLE-3 head's own lm_head: the 4096 most frequent tokens of the data
+
+
+def recipe(method: str) -> dict:
+    """The keyword arguments of :func:`train` that made the shipped drafter for ``method``."""
+    return {"steps": DEFAULT_STEPS[method], "batch_size": DEFAULT_BATCH, "lr": DEFAULT_LR[method],
+            "data": SHIPPED_DATA, "val_fraction": 0.1,
+            "draft_vocab": EAGLE3_DRAFT_VOCAB if method == "eagle3" else None}
 TTT_STEPS = 3  # draft steps unrolled in training (k=3 at evaluation)
 DRAFT_INIT_LAYERS = (0, 29)  # target layers that initialise the 2-layer draft model
 MAX_LEN = 640
@@ -45,15 +58,18 @@ MAX_LEN = 640
 # ---------------------------------------------------------------- 1. data: the target answers
 
 def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_tokens: int = 192,
-                  num_prompts: int | None = None, enforce_eager: bool = True, chunk: int = 32, log=print) -> Path:
-    """Greedy answers of the target (vLLM) to a prompt set, saved as token ids (JSONL).
+                  num_prompts: int | None = None, samples: int = 0, temperature: float = 0.8,
+                  enforce_eager: bool = True, chunk: int = 32, log=lambda m: print(m, flush=True)) -> Path:
+    """The target's answers to a prompt set (vLLM on the CPU profile), saved as token ids (JSONL).
 
+    Each prompt gets its greedy answer and ``samples`` more drawn at ``temperature``: sampled
+    answers are still the target's own text, and they multiply the data a small prompt set gives.
     Prompts go to the engine in chunks, so that a slow, shared CPU never holds one engine step
     for minutes (vLLM gives up on a step after VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS).
     """
     import os
 
-    from .bench import greedy, prompt_inputs
+    from .bench import prompt_inputs
     from .engine import open_engine
     from .report import write_atomic
 
@@ -62,19 +78,42 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
     lines = []
     with open_engine("cpu-tiny", None, enforce_eager=enforce_eager) as llm:
         for start in range(0, len(inputs), chunk):
-            outputs = llm.generate(inputs[start:start + chunk], greedy(max_tokens), use_tqdm=False)
-            for r, p, o in zip(records[start:start + chunk], inputs[start:start + chunk], outputs):
-                lines.append(json.dumps({"id": r.id, "category": r.category, "prompt_ids": p["prompt_token_ids"],
-                                         "answer_ids": list(o.outputs[0].token_ids)}))
-            log and log(f"generated {len(lines)}/{len(inputs)} answers")
+            lines += answer_rows(llm, records[start:start + chunk], inputs[start:start + chunk], max_tokens,
+                                 samples, temperature, seed=start)
+            log and log(f"answered {min(start + chunk, len(inputs))}/{len(inputs)} prompts")
     return write_atomic(out, "\n".join(lines) + "\n")
+
+
+def answer_rows(llm, records, inputs, max_tokens: int, samples: int = 0, temperature: float = 0.8,
+                seed: int = 0) -> list[str]:
+    """JSONL rows of one engine's answers (greedy first, then ``samples`` sampled ones per prompt).
+
+    Works with any ``vllm.LLM`` holding the target: the CPU profile's, or one on a GPU.
+    """
+    from vllm import SamplingParams
+
+    from .bench import greedy
+
+    runs = [(0, greedy(max_tokens))]
+    if samples:
+        runs.append((1, SamplingParams(n=samples, temperature=temperature, max_tokens=max_tokens, seed=seed)))
+    lines = []
+    for first, sampling in runs:
+        outputs = llm.generate(inputs, sampling, use_tqdm=False)
+        for r, p, o in zip(records, inputs, outputs):
+            for j, completion in enumerate(o.outputs):
+                lines.append(json.dumps({"id": r.id, "category": r.category, "sample": first + j,
+                                         "prompt_ids": p["prompt_token_ids"],
+                                         "answer_ids": list(completion.token_ids)}))
+    return lines
 
 
 def load_data(path: str | Path = DATA_FILE, num_sequences: int | None = None) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise SpeclabError(f"no training data at {path}: run speclab.train.generate_data() (needs vLLM) first")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     return rows[:num_sequences] if num_sequences else rows
 
 
@@ -86,6 +125,8 @@ class Sequence:
     prompt_len: int
     final: "torch.Tensor"  # [L, h] last hidden state after the final norm (what lm_head reads)
     aux: "torch.Tensor | None" = None  # [L, 3h] outputs of the EAGLE-3 layers, concatenated
+    prompt_id: str = ""  # several answers to one prompt are held back together
+    sample: int = 0  # 0: the greedy answer (what a greedy run must predict); 1..n: sampled ones
 
 
 def load_target():
@@ -111,7 +152,8 @@ def target_features(rows: list[dict], model=None, aux_layers=drafters.EAGLE3_AUX
             states = res.hidden_states  # [embeddings, after layer 1, ..., after the final norm]
             aux = torch.cat([states[i][0] for i in aux_layers], dim=-1) if aux_layers else None
             out.append(Sequence(ids, len(row["prompt_ids"]), res.last_hidden_state[0].to(torch.bfloat16),
-                                aux.to(torch.bfloat16) if aux is not None else None))
+                                aux.to(torch.bfloat16) if aux is not None else None, str(row.get("id", "")),
+                                int(row.get("sample", 0))))
     return out
 
 
@@ -302,8 +344,16 @@ class Eagle3Head(Head):
 
     method = "eagle3"
 
-    def __init__(self, cfg, embed, subset):
+    def __init__(self, cfg, embed, subset, draft_vocab: int | None = None):
+        """``draft_vocab``: own lm_head over the N most frequent tokens of the data (as the published
+        heads do, 32k of Llama-3's 128k) instead of the target's full one; a draft step gets cheaper,
+        and the tokens left out can never be drafted."""
+        if draft_vocab:
+            import torch
+
+            subset = torch.sort(subset[:draft_vocab]).values  # ascending: draft id i -> target id subset[i]
         super().__init__(embed, subset)
+        self.draft_vocab = draft_vocab
         import torch
 
         h, n = cfg["hidden_size"], len(drafters.EAGLE3_AUX_LAYERS)
@@ -335,10 +385,15 @@ class Eagle3Head(Head):
         t.update({f"midlayer.{n}.weight": self.norms[n].detach() for n in ("input_layernorm", "hidden_norm")})
         t["norm.weight"] = self.norms["norm"].detach()
         t["fc.weight"] = self.fc.detach()
+        if self.draft_vocab:  # vLLM maps draft id i to target id i + d2t[i]
+            import torch
+
+            t["lm_head.weight"] = self.lm_rows.detach()
+            t["d2t"] = (self.subset - torch.arange(len(self.subset), device=self.subset.device)).long()
         return t
 
     def config(self):
-        return drafters.eagle3_config()
+        return drafters.eagle3_config(draft_vocab_size=len(self.subset) if self.draft_vocab else None)
 
 
 def torch_cat(parts):
@@ -486,12 +541,26 @@ class TrainResult:
     accuracies: list[list[float]] = field(default_factory=list)  # per logged step, per draft position
     validation: list[tuple] = field(default_factory=list)  # (step, loss, top-1 per position)
     best_val_loss: float = float("inf")
+    best_val_length: float = 0.0  # acceptance length estimated from held-back top-1 (what selection maximises)
     best_step: int | None = None
 
     @property
     def final_loss(self) -> float:
         tail = self.losses[-max(1, len(self.losses) // 10):]
         return sum(tail) / len(tail)
+
+
+def estimated_acceptance_length(top1: list[float], k: int = TTT_STEPS) -> float:
+    """1 + a0 + a0*a1 + ... from top-1 accuracies per draft position (the last one repeats for a
+    single-position drafter such as the draft model): a cheap stand-in for vLLM's measurement."""
+    if not top1:
+        return 1.0
+    rates = list(top1[:k]) + [top1[-1]] * (k - len(top1))
+    length, run = 1.0, 1.0
+    for a in rates:
+        run *= a
+        length += run
+    return length
 
 
 def validate(model, method: str, val: list[Sequence], batch_size: int, device: str) -> tuple[float, list[float]]:
@@ -524,13 +593,13 @@ def make_batch(seqs: list[Sequence]) -> dict:
     return batch
 
 
-def build_drafter(method: str, seqs: list[Sequence], device: str = "cpu"):
-    model = _build_drafter(method, seqs)
+def build_drafter(method: str, seqs: list[Sequence], device: str = "cpu", draft_vocab: int | None = None):
+    model = _build_drafter(method, seqs, draft_vocab)
     model.to(device)
     return model
 
 
-def _build_drafter(method: str, seqs: list[Sequence]):
+def _build_drafter(method: str, seqs: list[Sequence], draft_vocab: int | None = None):
     tensors = drafters.target_weights("model.embed_tokens.weight", *(
         [f"model.layers.{i}.{n}" for i in DRAFT_INIT_LAYERS for n in _LAYER_NAMES] + ["model.norm.weight"]
         if method == "draft_model" else []))
@@ -542,7 +611,7 @@ def _build_drafter(method: str, seqs: list[Sequence]):
     if method == "eagle":
         return EagleHead(cfg, embed, subset)
     if method == "eagle3":
-        return Eagle3Head(cfg, embed, subset)
+        return Eagle3Head(cfg, embed, subset, draft_vocab=draft_vocab)
     if method == "draft_model":
         return DraftModel(cfg, embed, subset, init=tensors)
     raise SpeclabError(f"cannot train method {method!r}: choose one of {', '.join(TRAIN_METHODS)}")
@@ -553,10 +622,11 @@ _LAYER_NAMES = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn
                 "input_layernorm.weight", "post_attention_layernorm.weight")
 
 
-def train(method: str, out: str | Path | None = None, *, steps: int | None = None, batch_size: int = 4,
+def train(method: str, out: str | Path | None = None, *, steps: int | None = None, batch_size: int = DEFAULT_BATCH,
           lr: float | None = None, num_sequences: int | None = None, data: str | Path = DATA_FILE,
           features: list[Sequence] | None = None, threads: int = 2, seed: int = 0, max_len: int = MAX_LEN,
-          log_every: int = 25, quiet: bool = False, device: str = "cpu", val_fraction: float = 0.0) -> TrainResult:
+          log_every: int = 25, quiet: bool = False, device: str = "cpu", val_fraction: float = 0.0,
+          draft_vocab: int | None = None) -> TrainResult:
     """Train one drafter on self-distilled data and save it (vLLM layout + card.json) to ``out``."""
     import random
 
@@ -573,14 +643,17 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     seqs = features or target_features(rows, max_len=max_len,
                                        aux_layers=drafters.EAGLE3_AUX_LAYERS if method == "eagle3" else ())
     feature_s = time.perf_counter() - started
-    model = build_drafter(method, seqs, device)
+    if draft_vocab and method != "eagle3":
+        raise SpeclabError(f"draft_vocab applies to eagle3 only, not {method!r}")
+    model = build_drafter(method, seqs, device, draft_vocab)
     params = model.parameters()
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / steps)))
     rng = random.Random(seed)
-    held = set(random.Random(seed + 1).sample(range(len(seqs)), int(len(seqs) * val_fraction)))
-    val = [seqs[i] for i in sorted(held)]
-    seqs = [s for i, s in enumerate(seqs) if i not in held]
+    prompts = sorted({s.prompt_id for s in seqs})  # hold back whole prompts: no answer to a held-back prompt is trained on
+    held = set(random.Random(seed + 1).sample(prompts, int(len(prompts) * val_fraction)))
+    val = [s for s in seqs if s.prompt_id in held and s.sample == 0]  # judged on greedy text, as vLLM will be
+    seqs = [s for s in seqs if s.prompt_id not in held]
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i].ids))  # similar lengths batch together
     groups = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     result = TrainResult(method, Path(out) if out else None, steps, 0.0)
@@ -598,8 +671,9 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
         if val and logging:  # keep the parameters that do best on held-back training sequences
             val_loss, val_accs = validate(model, method, val, batch_size, device)
             result.validation.append((step, val_loss, val_accs))
-            if val_loss < result.best_val_loss:
-                result.best_val_loss, result.best_step = val_loss, step
+            length = estimated_acceptance_length(val_accs)
+            if length > result.best_val_length:  # not the loss: it rises with overconfidence while top-1 still improves
+                result.best_val_length, result.best_val_loss, result.best_step = length, val_loss, step
                 best = [p.detach().clone() for p in params]
         if not quiet and logging:
             shown = f" | val {result.validation[-1][1]:.3f}" if val else ""
@@ -612,7 +686,7 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     result.seconds = time.perf_counter() - started
     if out is not None:
         save(model, Path(out), result, rows, feature_s, batch_size=batch_size, lr=lr, threads=threads, seed=seed,
-             data=data, max_len=max_len, device=str(device), val_fraction=val_fraction)
+             data=data, max_len=max_len, device=str(device), val_fraction=val_fraction, draft_vocab=draft_vocab)
     return result
 
 
@@ -627,8 +701,10 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
     tail = list(zip(*[a for a in result.accuracies[-n:] if a])) or [[]]
     card = {
         "method": model.method, "trained": True, "target": "SmolLM2-135M-Instruct",
-        "data": {"source": "self-distillation: greedy answers of the target (vLLM) to data/prompts/train.jsonl",
+        "data": {"source": "self-distillation: the target's answers (vLLM) to data/prompts/train.jsonl",
                  "file": str(Path(settings["data"]).name), "sequences": len(rows),
+                 "greedy_answers": sum(1 for r in rows if not r.get("sample")),
+                 "sampled_answers": sum(1 for r in rows if r.get("sample")),
                  "answer_tokens": sum(len(r["answer_ids"]) for r in rows), "max_len": settings["max_len"]},
         "training": {"steps": result.steps, "batch_size": settings["batch_size"], "lr": settings["lr"],
                      "threads": settings["threads"], "seed": settings["seed"], "device": settings["device"],
@@ -638,11 +714,15 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
                      "train_top1_per_position": [round(sum(c) / len(c), 3) for c in tail if c],
                      "validation": ({"sequences_held_back": settings["val_fraction"], "best_step": result.best_step,
                                      "loss": round(result.best_val_loss, 4),
+                                     "estimated_acceptance_length": round(result.best_val_length, 3),
                                      "top1_per_position": next(v[2] for v in result.validation
                                                                if v[0] == result.best_step)}
                                     if result.validation else None),
-                     "command": f"python -m speclab.train --method {model.method} --steps {result.steps} "
-                                f"--batch-size {settings['batch_size']}"},
+                     "draft_vocab": settings.get("draft_vocab"),
+                     "command": f"python -m speclab.train --method {model.method} --data {settings['data']} "
+                                f"--steps {result.steps} --batch-size {settings['batch_size']} --lr {settings['lr']} "
+                                f"--val-fraction {settings['val_fraction']}"
+                                + (f" --draft-vocab {settings['draft_vocab']}" if settings.get("draft_vocab") else "")},
         "acceptance": None,
     }
     with atomic_folder(out) as scratch:
@@ -655,56 +735,77 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
 
 def evaluate(folders: dict, *, k: int = 3, prompts: str = "heldout", num_prompts: int | None = None,
              output_len: int = 128, enforce_eager: bool = False, write_card: bool = True, log=None) -> dict:
-    """Acceptance with vLLM for ``{method: folder}``: one baseline, then each drafter (greedy).
+    """Acceptance with vLLM for ``{name: folder}``: one baseline, then each drafter (greedy).
 
-    Writes the measurement into each folder's card.json (``acceptance``) and returns them by method.
+    The method is the card's (or the name, for a folder without one). Writes the measurement
+    into each folder's card.json (``acceptance``) and returns them by name.
     """
     from . import bench, configs
     from .report import write_json
 
     records, inputs = bench.prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
-    cfgs = [configs.build(m, k=k, model=str(drafters.loadable(m, f))) for m, f in folders.items()]
+    methods = {name: drafters.read_card(f).get("method", name) for name, f in folders.items()}
+    cfgs = [configs.build(methods[n], k=k, model=str(drafters.loadable(methods[n], f))) for n, f in folders.items()]
     results = bench.sweep("cpu-tiny", cfgs, inputs, bench.greedy(output_len), dataset=f"data/prompts/{prompts}.jsonl",
                           enforce_eager=enforce_eager, log=log)
     out = {}
-    for (method, folder), result in zip(folders.items(), results):
+    for (name, folder), result in zip(folders.items(), results):
         s, b = result.speculative, result.baseline
-        out[method] = {
-            "method": method, "k": k, "prompt_set": f"data/prompts/{prompts}.jsonl", "num_prompts": len(records),
+        out[name] = {
+            "method": methods[name], "k": k, "prompt_set": f"data/prompts/{prompts}.jsonl", "num_prompts": len(records),
             "output_len": output_len, "temperature": 0, "enforce_eager": enforce_eager,
             "acceptance_length": round(s.counters.acceptance_length, 4),
             "draft_acceptance_rate": round(s.counters.draft_acceptance_rate, 4),
             "per_position_rates": [round(r, 4) for r in s.counters.per_position_rates],
             "tokens_per_s": round(s.output_tokens_per_s, 2), "baseline_tokens_per_s": round(b.output_tokens_per_s, 2),
             "speedup": round(result.speedup, 3), "outputs_identical": result.outputs_identical,
-            "device": "CPU, 2 cores shared with other work (timings are noisy)",
+            "device": _cpu_name(),
         }
         if write_card:
             card = drafters.read_card(folder)
-            card["acceptance"] = out[method]
+            card["acceptance"] = out[name]
             write_json(Path(folder) / drafters.CARD, card)
     return out
+
+
+def _cpu_name() -> str:
+    import os
+    import platform
+
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                 platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
+    return f"CPU: {os.cpu_count()} cores, {model}"
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m speclab.train", description=__doc__.splitlines()[0])
     parser.add_argument("--method", choices=TRAIN_METHODS, required=True)
     parser.add_argument("--out", help="output folder (default: data/drafters/<method>)")
+    parser.add_argument("--data", default=str(SHIPPED_DATA), help=f"self-distilled data (default: {SHIPPED_DATA.name})")
     parser.add_argument("--steps", type=int)
-    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
     parser.add_argument("--lr", type=float)
     parser.add_argument("--num-sequences", type=int)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--generate-data", action="store_true", help="(re)generate the self-distilled data with vLLM first")
+    parser.add_argument("--val-fraction", type=float, default=0.1, help="prompts held back to pick the best step")
+    parser.add_argument("--draft-vocab", type=int, help=f"eagle3 only: own lm_head over the N most frequent tokens "
+                                                          f"(default {EAGLE3_DRAFT_VOCAB}; 0: the target's full lm_head)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--generate-data", action="store_true",
+                        help=f"first make {DATA_FILE.name} with vLLM on this machine, and train on it")
+    parser.add_argument("--samples", type=int, default=0, help="with --generate-data: sampled answers per prompt")
     parser.add_argument("--evaluate", action="store_true", help="measure acceptance with vLLM (k=3, held-out prompts)")
     parser.add_argument("--num-prompts", type=int, help="held-out prompts for --evaluate (default: all)")
     args = parser.parse_args(argv)
-    if args.generate_data or not DATA_FILE.is_file():
+    data = Path(args.data)
+    if args.generate_data:
         print(f"generating self-distillation data into {DATA_FILE} ...", flush=True)
-        generate_data()
+        data = generate_data(samples=args.samples)
     out = Path(args.out) if args.out else drafters.SHIPPED_DIR / args.method
-    result = train(args.method, out, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                   num_sequences=args.num_sequences, threads=args.threads)
+    draft_vocab = recipe(args.method)["draft_vocab"] if args.draft_vocab is None else (args.draft_vocab or None)
+    result = train(args.method, out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, data=data,
+                   num_sequences=args.num_sequences, threads=args.threads, draft_vocab=draft_vocab,
+                   val_fraction=args.val_fraction, device=args.device)
     print(f"saved {out} ({result.steps} steps, {result.seconds:.0f} s, final loss {result.final_loss:.3f})")
     if args.evaluate:
         print(json.dumps(evaluate({args.method: out}, num_prompts=args.num_prompts), indent=2))
