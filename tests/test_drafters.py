@@ -33,10 +33,44 @@ def test_unknown_drafter_is_a_one_line_error():
 
 def test_eagle_heads_share_the_targets_embedding_and_lm_head():
     # vLLM shares embed_tokens / lm_head with the target when the checkpoint has none
-    for name in ("drafter-eagle", "drafter-eagle3"):
-        keys = tensor_names(drafters.provide(name))
-        assert not any("embed_tokens" in k or "lm_head" in k for k in keys), name
-    assert "fc.weight" in tensor_names(drafters.provide("drafter-eagle"))
+    keys = tensor_names(drafters.provide("drafter-eagle"))
+    assert "fc.weight" in keys and not any("embed_tokens" in k or "lm_head" in k for k in keys)
+    keys = tensor_names(drafters.provide("drafter-eagle3"))
+    assert not any("embed_tokens" in k for k in keys)
+
+
+def test_eagle3_draft_vocabulary_maps_onto_the_targets_rows():
+    """A head with its own draft vocabulary: lm_head row i is the target's row for token i + d2t[i]."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder = drafters.provide("drafter-eagle3")
+    cfg = json.loads((folder / "config.json").read_text())
+    if cfg["draft_vocab_size"] == cfg["vocab_size"]:
+        pytest.skip("this eagle3 head shares the target's full lm_head")
+    tensors = load_file(str(folder / drafters.WEIGHTS))
+    ids = torch.arange(cfg["draft_vocab_size"]) + tensors["d2t"]
+    assert tensors["lm_head.weight"].shape == (cfg["draft_vocab_size"], cfg["hidden_size"])
+    assert bool((ids[1:] > ids[:-1]).all()) and 0 <= int(ids[0]) and int(ids[-1]) < cfg["vocab_size"]
+    embed = drafters.target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
+    assert torch.equal(tensors["lm_head.weight"], embed[ids])  # the target's (tied) rows, frozen in training
+
+
+@pytest.mark.parametrize("method", ["draft_model", "eagle", "eagle3", "medusa"])
+def test_shipped_drafters_are_trained_small_bf16_and_measured(method):
+    from safetensors.torch import load_file
+
+    folder = drafters.shipped(method)
+    assert folder is not None, f"no trained {method} in data/drafters/{method}/"
+    weights = folder / drafters.WEIGHTS
+    assert weights.stat().st_size < 20e6
+    assert {str(t.dtype) for t in load_file(str(weights)).values() if t.is_floating_point()} == {"torch.bfloat16"}
+    card = drafters.read_card(folder)
+    assert card["trained"] is True and card["method"] == method
+    measured = card["acceptance"]
+    assert measured["k"] == 3 and measured["prompt_set"] == "data/prompts/heldout.jsonl" and measured["temperature"] == 0
+    assert measured["outputs_identical"] is True
+    assert len(measured["per_position_rates"]) == 3 and measured["acceptance_length"] > 1.3
 
 
 def test_eagle3_reads_the_aux_layers_from_its_config():
@@ -89,7 +123,7 @@ def test_random_drafters_are_deterministic(tmp_path):
 
 
 @pytest.mark.engine
-def test_eagle3_drafter_runs_in_vllm_with_greedy_outputs_unchanged(greedy_runs, lesson_prompts):
+def test_eagle3_drafter_runs_in_vllm_with_greedy_outputs_unchanged_and_accepts(greedy_runs, lesson_prompts):
     from speclab.bench import greedy, run_one
     from tests.conftest import OUTPUT_LEN
 
@@ -98,3 +132,5 @@ def test_eagle3_drafter_runs_in_vllm_with_greedy_outputs_unchanged(greedy_runs, 
     stats, _ = run_one("cpu-tiny", config, inputs, greedy(OUTPUT_LEN), "eagle3", enforce_eager=True)
     assert stats.token_ids == greedy_runs["baseline"].token_ids
     assert stats.counters.num_drafts > 0
+    if drafters.read_card(drafters.provide("drafter-eagle3")).get("trained"):  # the shipped head guesses right
+        assert stats.counters.acceptance_length > 1.3, stats.counters.acceptance_length
