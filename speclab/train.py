@@ -16,7 +16,7 @@ features) plus its own earlier steps at the same place ("training-time test"). E
 computed over the tokens that occur in the training text only (a vocabulary subset), which makes
 the lm_head product ~6x cheaper on a CPU; the lm_head itself is the target's, frozen.
 
-``python -m speclab.train --method eagle --steps 600`` trains and saves; ``--evaluate`` then
+``python -m speclab.train --method eagle`` trains with the shipped recipe (``recipe``) and saves; ``--evaluate`` then
 measures acceptance with vLLM on the held-out prompts and writes it into the card.
 """
 
@@ -43,6 +43,9 @@ TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
 DEFAULT_STEPS = {"eagle": 2500, "eagle3": 2500, "draft_model": 2500, "medusa": 2500}
 DEFAULT_LR = {"eagle": 1e-3, "eagle3": 1e-3, "draft_model": 3e-4, "medusa": 1e-3}
 EAGLE3_DRAFT_VOCAB = 4096  # the shipped EAGLE-3 head's own lm_head: the 4096 most frequent tokens of the data
+TTT_STEPS = 3  # draft steps unrolled in training (k=3 at evaluation)
+DRAFT_INIT_LAYERS = (0, 29)  # target layers that initialise the 2-layer draft model
+MAX_LEN = 640
 
 
 def recipe(method: str) -> dict:
@@ -50,9 +53,6 @@ def recipe(method: str) -> dict:
     return {"steps": DEFAULT_STEPS[method], "batch_size": DEFAULT_BATCH, "lr": DEFAULT_LR[method],
             "data": SHIPPED_DATA, "val_fraction": 0.1,
             "draft_vocab": EAGLE3_DRAFT_VOCAB if method == "eagle3" else None}
-TTT_STEPS = 3  # draft steps unrolled in training (k=3 at evaluation)
-DRAFT_INIT_LAYERS = (0, 29)  # target layers that initialise the 2-layer draft model
-MAX_LEN = 640
 
 
 # ---------------------------------------------------------------- 1. data: the target answers
@@ -348,13 +348,12 @@ class Eagle3Head(Head):
         """``draft_vocab``: own lm_head over the N most frequent tokens of the data (as the published
         heads do, 32k of Llama-3's 128k) instead of the target's full one; a draft step gets cheaper,
         and the tokens left out can never be drafted."""
-        if draft_vocab:
-            import torch
+        import torch
 
+        if draft_vocab:
             subset = torch.sort(subset[:draft_vocab]).values  # ascending: draft id i -> target id subset[i]
         super().__init__(embed, subset)
         self.draft_vocab = draft_vocab
-        import torch
 
         h, n = cfg["hidden_size"], len(drafters.EAGLE3_AUX_LAYERS)
         self.cfg, self.eps = cfg, cfg["rms_norm_eps"]
