@@ -29,20 +29,22 @@ def record(book: Path) -> None:
     recorded = {c.get("id"): c.outputs for c in executed.cells if c.cell_type == "code" and MARK in c.source}
     nb = nbformat.read(book, as_version=4)
     for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        cell.execution_count = None
-        cell.outputs = [_plain(o) for o in recorded.get(cell.get("id"), [])] if MARK in cell.source else []
+        if cell.cell_type == "code":
+            cell.outputs = recorded.get(cell.get("id"), []) if MARK in cell.source else []
+    number_checked_cells(nb)
     nbformat.write(nb, book)
     print(f"{book.name}: recorded {len(recorded)} checked cells ({seconds:.0f} s)")
 
 
-def _plain(output):
-    """Drop the execution count papermill leaves in results; nbval compares the content only."""
-    if "execution_count" in output:
-        output["execution_count"] = None
-    output.pop("metadata", None) if output.get("output_type") == "stream" else None
-    return output
+def number_checked_cells(nb) -> None:
+    """nbval skips a reference cell without an execution count ("Unrun reference cell has
+    outputs"): checked cells get their place among the code cells, all others none."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for n, cell in enumerate(code, start=1):
+        cell.execution_count = n if cell.outputs else None
+        for output in cell.outputs:
+            if "execution_count" in output:
+                output["execution_count"] = cell.execution_count
 
 
 if __name__ == "__main__":
