@@ -1,12 +1,14 @@
-"""Train drafters for SmolLM2-135M-Instruct by self-distillation, in plain torch on the CPU.
+"""Train drafters for SmolLM2-135M-Instruct by self-distillation, in plain torch (CPU or GPU).
 
 Three steps, each a function:
 
-1. ``generate_data``: the target answers a prompt set with vLLM (greedy). A drafter is good when
-   it guesses what *this* target says next, so the target's own answers are the training text.
+1. ``generate_data``: the target answers prompts with vLLM: the hand-written ``train`` set, and
+   thousands it writes itself (``self_written_prompts``, Magpie-style). A drafter is good when it
+   guesses what *this* target says next, so the target's own answers are the training text.
 2. ``target_features``: one forward pass of the target (transformers, float32) over every
-   prompt + answer gives the hidden states the heads read: the last (normed) one for EAGLE and
-   Medusa, three intermediate ones for EAGLE-3.
+   prompt + answer gives the hidden states the heads read (the last, normed one for EAGLE and
+   Medusa; three intermediate ones for EAGLE-3) and the label at every place: the token the
+   target itself would pick next (its argmax), which is what greedy verification accepts.
 3. ``train``: fits one drafter (``draft_model``, ``eagle``, ``eagle3``, ``medusa``) and saves it in
    the layout vLLM loads (see :mod:`speclab.drafters`), with a ``card.json``.
 
@@ -35,12 +37,15 @@ from .models import fetch_smollm2
 from .profiles import SpeclabError
 
 DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"  # greedy answers, made here by generate_data (CPU)
-# What the shipped drafters were trained on: 1 greedy + 8 sampled (T=0.8) answers per train prompt,
-# up to 256 tokens, made by answer_rows with vLLM 0.26.0 on one H200 (bf16).
+# What the shipped drafters were trained on (vLLM 0.26.0 on one H200, bf16, up to 256 tokens):
+# 1 greedy + 8 sampled (T=0.8) answers per train prompt (2,682 rows, made by answer_rows), then
+# 11,991 prompts the target wrote itself with their greedy answers (self_written_prompts, seed 0).
 SHIPPED_DATA = drafters.SHIPPED_DIR / "selfdistill_gpu.jsonl.gz"
-DEFAULT_BATCH = 16
+DEFAULT_BATCH = 32
 TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
-DEFAULT_STEPS = {"eagle": 2500, "eagle3": 2500, "draft_model": 2500, "medusa": 2500}
+DEFAULT_STEPS = {"eagle": 1000, "eagle3": 1600, "draft_model": 2600, "medusa": 2500}  # length of the lr schedule
+# Where the shipped runs stopped: four trainings shared one H200 under a 300 s cap (Medusa ran alone, 85 s).
+SHIPPED_STOP_AFTER = {"eagle": 834, "eagle3": 1557, "draft_model": None, "medusa": 2046}
 DEFAULT_LR = {"eagle": 1e-3, "eagle3": 1e-3, "draft_model": 3e-4, "medusa": 1e-3}
 EAGLE3_DRAFT_VOCAB = 4096  # the shipped EAGLE-3 head's own lm_head: the 4096 most frequent tokens of the data
 TTT_STEPS = 3  # draft steps unrolled in training (k=3 at evaluation)
@@ -50,8 +55,8 @@ MAX_LEN = 640
 
 def recipe(method: str) -> dict:
     """The keyword arguments of :func:`train` that made the shipped drafter for ``method``."""
-    return {"steps": DEFAULT_STEPS[method], "batch_size": DEFAULT_BATCH, "lr": DEFAULT_LR[method],
-            "data": SHIPPED_DATA, "val_fraction": 0.1,
+    return {"steps": DEFAULT_STEPS[method], "stop_after": SHIPPED_STOP_AFTER[method], "batch_size": DEFAULT_BATCH,
+            "lr": DEFAULT_LR[method], "data": SHIPPED_DATA, "val_fraction": 0.1,
             "draft_vocab": EAGLE3_DRAFT_VOCAB if method == "eagle3" else None}
 
 
@@ -59,11 +64,14 @@ def recipe(method: str) -> dict:
 
 def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_tokens: int = 192,
                   num_prompts: int | None = None, samples: int = 0, temperature: float = 0.8,
-                  enforce_eager: bool = True, chunk: int = 32, log=lambda m: print(m, flush=True)) -> Path:
+                  self_written: int = 0, enforce_eager: bool = True, chunk: int = 32,
+                  log=lambda m: print(m, flush=True)) -> Path:
     """The target's answers to a prompt set (vLLM on the CPU profile), saved as token ids (JSONL).
 
     Each prompt gets its greedy answer and ``samples`` more drawn at ``temperature``: sampled
     answers are still the target's own text, and they multiply the data a small prompt set gives.
+    ``self_written`` adds that many prompts the target writes itself (:func:`self_written_prompts`),
+    each with its greedy answer: the variety a few hundred hand-written prompts lack.
     Prompts go to the engine in chunks, so that a slow, shared CPU never holds one engine step
     for minutes (vLLM gives up on a step after VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS).
     """
@@ -81,6 +89,15 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
             lines += answer_rows(llm, records[start:start + chunk], inputs[start:start + chunk], max_tokens,
                                  samples, temperature, seed=start)
             log and log(f"answered {min(start + chunk, len(inputs))}/{len(inputs)} prompts")
+        if self_written:
+            from .data import apply_chat_template
+
+            tokenizer = llm.get_tokenizer()
+            written = self_written_prompts(llm, tokenizer, self_written)
+            for start in range(0, len(written), chunk):
+                part = written[start:start + chunk]
+                lines += answer_rows(llm, part, apply_chat_template(tokenizer, part), max_tokens)
+                log and log(f"answered {min(start + chunk, len(written))}/{len(written)} self-written prompts")
     return write_atomic(out, "\n".join(lines) + "\n")
 
 
@@ -108,6 +125,48 @@ def answer_rows(llm, records, inputs, max_tokens: int, samples: int = 0, tempera
     return lines
 
 
+# Openings of a user turn that steer the target towards each workload; "" lets it write anything.
+STARTERS = (("chat", ""), ("chat", ""), ("chat", ""), ("code", "Write a Python function that"),
+            ("code", "Fix the bug in this code:\n\n```python\n"),
+            ("summarisation", "Summarise the following passage in three sentences.\n\n"),
+            ("summarisation", "Summarise this email in three bullet points.\n\nSubject:"), ("rag", "Context:\n"),
+            ("translation", "Translate into French: \""), ("translation", "Translate into German: \""),
+            ("translation", "Translate into Spanish: \""), ("maths", "Solve step by step: "),
+            ("maths", "A shop sells"))
+
+
+def self_written_prompts(llm, tokenizer, n: int, max_tokens: int = 224, seed: int = 0,
+                         starters=STARTERS) -> list:
+    """``n`` user turns written by the target itself (Magpie, Xu et al. 2024), as prompt records.
+
+    The engine gets the chat template up to where a user's words begin (plus a starter from
+    ``starters``, in turn) and samples the rest: an instruct model then writes the kind of request
+    it was tuned on. Thousands of varied prompts cost one generate call and no dataset; duplicates
+    and turns of fewer than four words are dropped, so a few less than ``n`` may come back.
+    """
+    from vllm import SamplingParams
+
+    from .data import Prompt
+
+    marker = "\x00speclab\x00"
+    text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False)
+    pre_query = text[:text.index(marker)]
+    chosen = [starters[i % len(starters)] for i in range(n)]
+    inputs = [{"prompt_token_ids": tokenizer.encode(pre_query + start, add_special_tokens=False)}
+              for _, start in chosen]
+    # one seed per request: with a single seed, identical inputs would give identical turns
+    sampling = [SamplingParams(temperature=1.0, top_p=0.95, max_tokens=max_tokens, seed=seed * n + i) for i in range(n)]
+    outputs = llm.generate(inputs, sampling, use_tqdm=False)
+    seen, prompts = set(), []
+    for i, ((category, start), o) in enumerate(zip(chosen, outputs)):
+        turn = (start + o.outputs[0].text).strip()
+        if len(turn.split()) < 4 or turn in seen:
+            continue
+        seen.add(turn)
+        prompts.append(Prompt(f"self-{seed}-{i}", category, turn, (turn,)))
+    return prompts
+
+
 def load_data(path: str | Path = DATA_FILE, num_sequences: int | None = None) -> list[dict]:
     path = Path(path)
     if not path.is_file():
@@ -123,10 +182,11 @@ def load_data(path: str | Path = DATA_FILE, num_sequences: int | None = None) ->
 class Sequence:
     ids: "torch.Tensor"  # [L] prompt + answer
     prompt_len: int
-    final: "torch.Tensor"  # [L, h] last hidden state after the final norm (what lm_head reads)
+    final: "torch.Tensor | None"  # [L, h] last hidden state after the final norm (what lm_head reads)
     aux: "torch.Tensor | None" = None  # [L, 3h] outputs of the EAGLE-3 layers, concatenated
     prompt_id: str = ""  # several answers to one prompt are held back together
     sample: int = 0  # 0: the greedy answer (what a greedy run must predict); 1..n: sampled ones
+    greedy: "torch.Tensor | None" = None  # [L] the target's argmax after each place: the token greedy verification accepts
 
 
 def load_target():
@@ -137,23 +197,49 @@ def load_target():
     return model.eval()
 
 
+def features_for(method: str, rows: list[dict], model=None, **kw) -> list[Sequence]:
+    """:func:`target_features` with what ``method`` reads: EAGLE-3 the three fused layers only (its
+    own output feeds its next step), the others the last hidden state; this keeps the full data's
+    features within a 24 GB machine (about 13.6 GB for EAGLE-3, 4.5 GB for the others)."""
+    eagle3 = method == "eagle3"
+    return target_features(rows, model, aux_layers=drafters.EAGLE3_AUX_LAYERS if eagle3 else (),
+                           keep_final=not eagle3, **kw)
+
+
 def target_features(rows: list[dict], model=None, aux_layers=drafters.EAGLE3_AUX_LAYERS,
-                    max_len: int = MAX_LEN) -> list[Sequence]:
-    """Run the target once over each prompt + answer; keep the hidden states the drafters read."""
+                    max_len: int = MAX_LEN, batch_size: int = 16, keep_final: bool = True) -> list[Sequence]:
+    """Run the target over each prompt + answer; keep the hidden states the drafters read and the
+    target's own greedy choice after every place (the label: under greedy verification a draft
+    token is accepted exactly when it is that choice, whatever token the text has there).
+
+    Sequences of similar length go through together, right-padded: causal attention never lets a
+    real token see the padding after it.
+    """
     import torch
 
     model = model or load_target()
     device = next(model.parameters()).device
-    out = []
+    ids_of = [torch.tensor((r["prompt_ids"] + r["answer_ids"])[:max_len]) for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: len(ids_of[i]))
+    out = [None] * len(rows)
     with torch.no_grad():
-        for row in rows:
-            ids = torch.tensor((row["prompt_ids"] + row["answer_ids"])[:max_len], device=device)
-            res = model.model(input_ids=ids[None], output_hidden_states=True)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            lengths = [len(ids_of[i]) for i in chunk]
+            ids = torch.zeros(len(chunk), max(lengths), dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for b, i in enumerate(chunk):
+                ids[b, :lengths[b]], mask[b, :lengths[b]] = ids_of[i], 1
+            res = model.model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True)
             states = res.hidden_states  # [embeddings, after layer 1, ..., after the final norm]
-            aux = torch.cat([states[i][0] for i in aux_layers], dim=-1) if aux_layers else None
-            out.append(Sequence(ids, len(row["prompt_ids"]), res.last_hidden_state[0].to(torch.bfloat16),
-                                aux.to(torch.bfloat16) if aux is not None else None, str(row.get("id", "")),
-                                int(row.get("sample", 0))))
+            for b, i in enumerate(chunk):
+                n, row = lengths[b], rows[i]
+                final = res.last_hidden_state[b, :n]
+                aux = torch.cat([states[j][b, :n] for j in aux_layers], dim=-1) if aux_layers else None
+                out[i] = Sequence(ids[b, :n].to(device), len(row["prompt_ids"]),
+                                  final.to(torch.bfloat16) if keep_final else None,
+                                  aux.to(torch.bfloat16) if aux is not None else None, str(row.get("id", "")),
+                                  int(row.get("sample", 0)), model.lm_head(final).argmax(-1))
     return out
 
 
@@ -161,7 +247,7 @@ def vocab_subset(seqs: list[Sequence], limit: int | None = None):
     """Token ids that occur in the data, most frequent first (``limit`` keeps the top ones)."""
     import torch
 
-    counts = torch.bincount(torch.cat([s.ids.cpu() for s in seqs]), minlength=1)
+    counts = torch.bincount(torch.cat([t.cpu() for s in seqs for t in (s.ids, s.greedy) if t is not None]), minlength=1)
     order = torch.argsort(counts, descending=True)
     order = order[counts[order] > 0]
     return order[:limit] if limit else order
@@ -415,7 +501,7 @@ def ttt_loss(head, batch, steps: int = TTT_STEPS):
             break
         place = torch.arange(T, device=ids.device)
         tokens = ids[:, 1 + j:1 + j + T]
-        labels = ids[:, 2 + j:2 + j + T]
+        labels = batch["greedy"][:, 1 + j:1 + j + T]  # what the target picks after token i+1+j
         mask = (place[None, :] + 2 + j < lengths[:, None]) & (place[None, :] + 2 + j >= prompt_lens[:, None])
         out, nxt, k, v = head.step(tokens, hidden[:, :T], place + j, [kk[..., :T, :] for kk in keys],
                                    [vv[..., :T, :] for vv in values])
@@ -424,7 +510,7 @@ def ttt_loss(head, batch, steps: int = TTT_STEPS):
         elif k is not None:
             keys, values = keys + [k], values + [v]
         loss, acc = head.ce(out, labels, mask)
-        extra = head.extra_loss(out, batch["final"][:, 1 + j:1 + j + T], mask)
+        extra = head.extra_loss(out, batch["final"][:, 1 + j:1 + j + T], mask) if "final" in batch else None
         step_loss = loss + (extra if extra is not None else 0.0)
         total = total + step_loss * (0.8 ** j)
         accs.append(float(acc))
@@ -464,7 +550,7 @@ class MedusaHeads(Head):
             out = x + F.silu(x @ w.T)
             mask = (place[None, :] + 2 + m < batch["lengths"][:, None]) & \
                    (place[None, :] + 2 + m >= batch["prompt_lens"][:, None])
-            loss, acc = self.ce(out, ids[:, 2 + m:2 + m + T], mask)
+            loss, acc = self.ce(out, batch["greedy"][:, 1 + m:1 + m + T], mask)
             total, accs = total + loss, accs + [float(acc)]
         return total, accs
 
@@ -514,7 +600,7 @@ class DraftModel(Head):
             x = x + layer.mlp(rms_norm(x, layer.p["post_attention_layernorm.weight"], self.eps))
         out = rms_norm(x, self.norm, self.eps)
         mask = (place[None, :] + 1 < batch["lengths"][:, None]) & (place[None, :] + 1 >= batch["prompt_lens"][:, None])
-        loss, acc = self.ce(out, ids[:, 1:], mask)
+        loss, acc = self.ce(out, batch["greedy"][:, :T], mask)
         return loss, [float(acc)]
 
     def export(self):
@@ -586,7 +672,9 @@ def make_batch(seqs: list[Sequence]) -> dict:
     batch = {"ids": torch.stack([pad(s.ids, L) for s in seqs]),
              "lengths": torch.tensor([len(s.ids) for s in seqs]),
              "prompt_lens": torch.tensor([s.prompt_len for s in seqs]),
-             "final": torch.stack([pad(s.final, L) for s in seqs])}
+             "greedy": torch.stack([pad(s.greedy, L) for s in seqs])}
+    if seqs[0].final is not None:
+        batch["final"] = torch.stack([pad(s.final, L) for s in seqs])
     if seqs[0].aux is not None:
         batch["aux"] = torch.stack([pad(s.aux, L) for s in seqs])
     return batch
@@ -624,9 +712,15 @@ _LAYER_NAMES = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn
 def train(method: str, out: str | Path | None = None, *, steps: int | None = None, batch_size: int = DEFAULT_BATCH,
           lr: float | None = None, num_sequences: int | None = None, data: str | Path = DATA_FILE,
           features: list[Sequence] | None = None, threads: int = 2, seed: int = 0, max_len: int = MAX_LEN,
-          log_every: int = 25, quiet: bool = False, device: str = "cpu", val_fraction: float = 0.0,
-          draft_vocab: int | None = None) -> TrainResult:
-    """Train one drafter on self-distilled data and save it (vLLM layout + card.json) to ``out``."""
+          log_every: int | None = None, quiet: bool = False, device: str = "cpu", val_fraction: float = 0.0,
+          draft_vocab: int | None = None, max_seconds: float | None = None,
+          stop_after: int | None = None) -> TrainResult:
+    """Train one drafter on self-distilled data and save it (vLLM layout + card.json) to ``out``.
+
+    ``max_seconds`` bounds the run: training stops after the step that passes it (the card then
+    records the steps done), which keeps a CPU run, or a borrowed GPU, within a known time.
+    ``stop_after`` stops after that many steps of a ``steps``-long schedule (how a capped run is repeated).
+    """
     import random
 
     import torch
@@ -636,11 +730,11 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     steps = steps or DEFAULT_STEPS[method]
+    log_every = log_every or max(1, steps // 16)  # also how often held-back prompts are scored
     lr = lr or DEFAULT_LR[method]
     started = time.perf_counter()
     rows = load_data(data, num_sequences)
-    seqs = features or target_features(rows, max_len=max_len,
-                                       aux_layers=drafters.EAGLE3_AUX_LAYERS if method == "eagle3" else ())
+    seqs = features or features_for(method, rows, max_len=max_len)
     feature_s = time.perf_counter() - started
     if draft_vocab and method != "eagle3":
         raise SpeclabError(f"draft_vocab applies to eagle3 only, not {method!r}")
@@ -666,7 +760,9 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
         sched.step()
         result.losses.append(float(loss.detach()))
         result.accuracies.append(accs)
-        logging = step % log_every == 0 or step == steps - 1
+        last = step == steps - 1 or (stop_after is not None and step + 1 >= stop_after) or \
+            (max_seconds is not None and time.perf_counter() - started > max_seconds)
+        logging = step % log_every == 0 or last
         if val and logging:  # keep the parameters that do best on held-back training sequences
             val_loss, val_accs = validate(model, method, val, batch_size, device)
             result.validation.append((step, val_loss, val_accs))
@@ -678,6 +774,9 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
             shown = f" | val {result.validation[-1][1]:.3f}" if val else ""
             print(f"[{method}] step {step:4d} loss {float(loss):.3f} acc {' '.join(f'{a:.2f}' for a in accs)}{shown} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
+        if last:
+            result.steps = step + 1
+            break
     if val:
         with torch.no_grad():
             for p, b in zip(params, best):
@@ -685,7 +784,8 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     result.seconds = time.perf_counter() - started
     if out is not None:
         save(model, Path(out), result, rows, feature_s, batch_size=batch_size, lr=lr, threads=threads, seed=seed,
-             data=data, max_len=max_len, device=str(device), val_fraction=val_fraction, draft_vocab=draft_vocab)
+             data=data, max_len=max_len, device=str(device), val_fraction=val_fraction, draft_vocab=draft_vocab,
+             schedule_steps=steps)
     return result
 
 
@@ -700,12 +800,16 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
     tail = list(zip(*[a for a in result.accuracies[-n:] if a])) or [[]]
     card = {
         "method": model.method, "trained": True, "target": "SmolLM2-135M-Instruct",
-        "data": {"source": "self-distillation: the target's answers (vLLM) to data/prompts/train.jsonl",
+        "data": {"source": "self-distillation: the target's answers (vLLM) to data/prompts/train.jsonl"
+                           + (" and to prompts it wrote itself" if any(str(r.get("id", "")).startswith("self-")
+                                                                      for r in rows) else ""),
+                 "self_written_prompts": sum(1 for r in rows if str(r.get("id", "")).startswith("self-")),
                  "file": str(Path(settings["data"]).name), "sequences": len(rows),
                  "greedy_answers": sum(1 for r in rows if not r.get("sample")),
                  "sampled_answers": sum(1 for r in rows if r.get("sample")),
                  "answer_tokens": sum(len(r["answer_ids"]) for r in rows), "max_len": settings["max_len"]},
-        "training": {"steps": result.steps, "batch_size": settings["batch_size"], "lr": settings["lr"],
+        "training": {"steps": result.steps, "schedule_steps": settings["schedule_steps"],
+                     "batch_size": settings["batch_size"], "lr": settings["lr"],
                      "threads": settings["threads"], "seed": settings["seed"], "device": settings["device"],
                      "seconds": round(result.seconds, 1),
                      "feature_seconds": round(feature_s, 1), "final_loss": round(result.final_loss, 4),
@@ -719,7 +823,8 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
                                     if result.validation else None),
                      "draft_vocab": settings.get("draft_vocab"),
                      "command": f"python -m speclab.train --method {model.method} --data {settings['data']} "
-                                f"--steps {result.steps} --batch-size {settings['batch_size']} --lr {settings['lr']} "
+                                f"--steps {settings['schedule_steps']} --batch-size {settings['batch_size']} --lr {settings['lr']} "
+                                + (f"--stop-after {result.steps} " if result.steps != settings["schedule_steps"] else "") +
                                 f"--val-fraction {settings['val_fraction']}"
                                 + (f" --draft-vocab {settings['draft_vocab']}" if settings.get("draft_vocab") else "")},
         "acceptance": None,
@@ -781,7 +886,9 @@ def main(argv=None) -> None:
     parser.add_argument("--method", choices=TRAIN_METHODS, required=True)
     parser.add_argument("--out", help="output folder (default: data/drafters/<method>)")
     parser.add_argument("--data", default=str(SHIPPED_DATA), help=f"self-distilled data (default: {SHIPPED_DATA.name})")
-    parser.add_argument("--steps", type=int)
+    parser.add_argument("--steps", type=int, help="length of the learning-rate schedule (default: the recipe's)")
+    parser.add_argument("--stop-after", type=int, help="stop after N steps of the schedule (default: the recipe's)")
+    parser.add_argument("--max-seconds", type=float, help="stop once the run has taken this long")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
     parser.add_argument("--lr", type=float)
     parser.add_argument("--num-sequences", type=int)
@@ -793,18 +900,22 @@ def main(argv=None) -> None:
     parser.add_argument("--generate-data", action="store_true",
                         help=f"first make {DATA_FILE.name} with vLLM on this machine, and train on it")
     parser.add_argument("--samples", type=int, default=0, help="with --generate-data: sampled answers per prompt")
+    parser.add_argument("--self-written", type=int, default=0,
+                        help="with --generate-data: also N prompts the target writes itself, with greedy answers")
     parser.add_argument("--evaluate", action="store_true", help="measure acceptance with vLLM (k=3, held-out prompts)")
     parser.add_argument("--num-prompts", type=int, help="held-out prompts for --evaluate (default: all)")
     args = parser.parse_args(argv)
     data = Path(args.data)
     if args.generate_data:
         print(f"generating self-distillation data into {DATA_FILE} ...", flush=True)
-        data = generate_data(samples=args.samples)
+        data = generate_data(samples=args.samples, self_written=args.self_written)
     out = Path(args.out) if args.out else drafters.SHIPPED_DIR / args.method
     draft_vocab = recipe(args.method)["draft_vocab"] if args.draft_vocab is None else (args.draft_vocab or None)
+    stop_after = args.stop_after if args.stop_after or args.steps else recipe(args.method)["stop_after"]
     result = train(args.method, out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, data=data,
                    num_sequences=args.num_sequences, threads=args.threads, draft_vocab=draft_vocab,
-                   val_fraction=args.val_fraction, device=args.device)
+                   val_fraction=args.val_fraction, device=args.device, stop_after=stop_after,
+                   max_seconds=args.max_seconds)
     print(f"saved {out} ({result.steps} steps, {result.seconds:.0f} s, final loss {result.final_loss:.3f})")
     if args.evaluate:
         print(json.dumps(evaluate({args.method: out}, num_prompts=args.num_prompts), indent=2))

@@ -43,4 +43,7 @@ def greedy_runs(lesson_prompts):
     with open_engine("cpu-tiny", configs.ngram(NGRAM_K), enforce_eager=True) as llm:
         first = measure(llm, inputs, sampling, "ngram")
         second = measure(llm, inputs, sampling, "ngram again")
-    return {"baseline": base, "ngram": first, "ngram_again": second}
+        from speclab.train import self_written_prompts  # the same engine writes a few training prompts
+
+        written = self_written_prompts(llm, llm.get_tokenizer(), 6, max_tokens=32)
+    return {"baseline": base, "ngram": first, "ngram_again": second, "self_written": written}

@@ -70,7 +70,7 @@ def test_shipped_drafters_are_trained_small_bf16_and_measured(method):
     measured = card["acceptance"]
     assert measured["k"] == 3 and measured["prompt_set"] == "data/prompts/heldout.jsonl" and measured["temperature"] == 0
     assert measured["outputs_identical"] is True
-    assert len(measured["per_position_rates"]) == 3 and measured["acceptance_length"] > 1.2  # random drafters measured 1.00-1.07
+    assert len(measured["per_position_rates"]) == 3 and measured["acceptance_length"] > 1.35  # random: 1.00-1.07; shipped 1.39-1.71
 
 
 def test_eagle3_reads_the_aux_layers_from_its_config():

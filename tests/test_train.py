@@ -25,6 +25,58 @@ def test_ci_size_training_lowers_the_loss_and_saves_a_vllm_layout(method, small_
     assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
 
 
+def test_padding_in_a_batch_changes_no_feature_and_no_label(small_features):
+    rows = train.load_data(num_sequences=4)
+    alone = train.target_features(rows, max_len=256, batch_size=1)
+    for a, b in zip(small_features, alone):
+        assert torch_equal(a.ids, b.ids) and torch_equal(a.greedy, b.greedy)
+        assert float((a.final.float() - b.final.float()).abs().max()) < 0.1
+
+
+def test_labels_are_the_targets_own_greedy_choices(small_features):
+    # the rows are greedy answers made by vLLM on this CPU: the target's argmax reproduces them
+    # (bf16 vLLM against float32 transformers may break a near-tie now and then)
+    hits = total = 0
+    for s in small_features:
+        answer = s.ids[s.prompt_len:]
+        hits += int((s.greedy[s.prompt_len - 1:-1] == answer).sum())
+        total += len(answer)
+    assert hits / total > 0.95
+
+
+def test_eagle3_features_skip_the_last_hidden_state():
+    rows = train.load_data(num_sequences=1)
+    (seq,) = train.features_for("eagle3", rows, max_len=64)
+    assert seq.final is None and seq.aux.shape == (64, 3 * drafters.target_config()["hidden_size"])
+    (seq,) = train.features_for("eagle", rows, max_len=64)
+    assert seq.aux is None and seq.final.shape == (64, drafters.target_config()["hidden_size"])
+
+
+@pytest.mark.engine
+def test_the_target_writes_varied_prompts_that_begin_with_their_starters(greedy_runs):
+    written = greedy_runs["self_written"]
+    assert len(written) >= 3 and len({p.text for p in written}) == len(written)
+    for p in written:
+        number = int(p.id.rsplit("-", 1)[1])
+        category, start = train.STARTERS[number % len(train.STARTERS)]
+        assert p.category == category and p.text.startswith(start.strip()) and len(p.text.split()) >= 4
+
+
+def torch_equal(a, b):
+    import torch
+
+    return torch.equal(a, b)
+
+
+def test_a_capped_run_records_where_it_stopped_and_how_to_repeat_it(small_features, tmp_path):
+    result = train.train("medusa", tmp_path / "m", steps=10, stop_after=3, batch_size=2, num_sequences=4,
+                         features=small_features, quiet=True)
+    card = json.loads((tmp_path / "m" / "card.json").read_text())["training"]
+    assert result.steps == 3 and len(result.losses) == 3
+    assert card["steps"] == 3 and card["schedule_steps"] == 10 and "--steps 10 " in card["command"]
+    assert "--stop-after 3 " in card["command"]
+
+
 def test_unknown_method_is_refused():
     with pytest.raises(train.SpeclabError, match="choose one of"):
         train.train("ngram", None, steps=1)
