@@ -137,8 +137,8 @@ def test_killing_the_server_mid_load_fails_every_client_clearly():
 
 @pytest.mark.server
 def test_ctrl_c_inside_the_block_stops_the_whole_group():
-    # Python's own Ctrl-C handler, as a script or a terminal has it: an earlier test in a long session
-    # once left another one installed (CI, 2026-11-30), and then the SIGINT below raised nothing
+    # Python's own Ctrl-C handler, as a script or a terminal has it. In one full-suite run (2026-11-30)
+    # the SIGINT below raised nothing, though the test passed alone; the cause was not found
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         _interrupt_a_served_block()
