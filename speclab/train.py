@@ -83,22 +83,25 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
 
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1800")
     records, inputs = prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
-    lines = []
     with open_engine("cpu-tiny", None, enforce_eager=enforce_eager) as llm:
-        for start in range(0, len(inputs), chunk):
-            lines += answer_rows(llm, records[start:start + chunk], inputs[start:start + chunk], max_tokens,
-                                 samples, temperature, seed=start)
-            log and log(f"answered {min(start + chunk, len(inputs))}/{len(inputs)} prompts")
+        lines = _answer_in_chunks(llm, records, inputs, max_tokens, samples, temperature, chunk, log, "prompts")
         if self_written:
             from .data import apply_chat_template
 
             tokenizer = llm.get_tokenizer()
             written = self_written_prompts(llm, tokenizer, self_written)
-            for start in range(0, len(written), chunk):
-                part = written[start:start + chunk]
-                lines += answer_rows(llm, part, apply_chat_template(tokenizer, part), max_tokens)
-                log and log(f"answered {min(start + chunk, len(written))}/{len(written)} self-written prompts")
+            lines += _answer_in_chunks(llm, written, apply_chat_template(tokenizer, written), max_tokens, 0,
+                                       temperature, chunk, log, "self-written prompts")
     return write_atomic(out, "\n".join(lines) + "\n")
+
+
+def _answer_in_chunks(llm, records, inputs, max_tokens, samples, temperature, chunk, log, what) -> list[str]:
+    lines = []
+    for start in range(0, len(inputs), chunk):
+        lines += answer_rows(llm, records[start:start + chunk], inputs[start:start + chunk], max_tokens,
+                             samples, temperature, seed=start)
+        log and log(f"answered {min(start + chunk, len(inputs))}/{len(inputs)} {what}")
+    return lines
 
 
 def answer_rows(llm, records, inputs, max_tokens: int, samples: int = 0, temperature: float = 0.8,
@@ -798,12 +801,12 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
     tensors = {k: (v.cpu().to(torch.bfloat16) if v.is_floating_point() else v.cpu()) for k, v in model.export().items()}
     n = max(1, len(result.accuracies) // 10)
     tail = list(zip(*[a for a in result.accuracies[-n:] if a])) or [[]]
+    written = sum(1 for r in rows if str(r.get("id", "")).startswith("self-"))  # ids from self_written_prompts
     card = {
         "method": model.method, "trained": True, "target": "SmolLM2-135M-Instruct",
         "data": {"source": "self-distillation: the target's answers (vLLM) to data/prompts/train.jsonl"
-                           + (" and to prompts it wrote itself" if any(str(r.get("id", "")).startswith("self-")
-                                                                      for r in rows) else ""),
-                 "self_written_prompts": sum(1 for r in rows if str(r.get("id", "")).startswith("self-")),
+                           + (" and to prompts it wrote itself" if written else ""),
+                 "self_written_prompts": written,
                  "file": str(Path(settings["data"]).name), "sequences": len(rows),
                  "greedy_answers": sum(1 for r in rows if not r.get("sample")),
                  "sampled_answers": sum(1 for r in rows if r.get("sample")),
