@@ -91,6 +91,12 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     if tensor_parallel_size != 1:
         overrides["tensor_parallel_size"] = tensor_parallel_size
     kwargs = engine_kwargs(profile, speculative_config, **overrides)
+    # vLLM's spawned processes start multiprocessing's resource tracker on first use. It ignores
+    # SIGTERM, so reaping it as one of the engine's leftovers cost every close a 10 s timeout (and the
+    # next engine started another). Started first, it predates the engine and lives as long as we do.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
     before = {p.pid for p in _children()}
 
     from vllm import LLM

@@ -31,7 +31,13 @@ SMALL = {"enforce_eager": True, "output_len": 32, "num_prompts": 4, "prompts_per
 PER_NOTEBOOK = {
     # not the defaults (k=3, lookup max 4): the results must show the run took the injected values
     "02_ngram_prompt_lookup": {"categories": ["summarisation", "chat"], "k": 2, "prompt_lookup_max": 3},
-    "08_workloads": {"categories": ["summarisation", "chat"]},
+    # one engine per method: two methods still compare lookup with a trained drafter per workload
+    # (draft_model's greedy equality and acceptance are lesson 03's, with the same draft and k)
+    "08_workloads": {"categories": ["summarisation", "chat"], "methods": ["ngram", "eagle"]},
+    # five engines (baseline + one per k, then baseline + ngram over the temperatures): two prompts
+    # (a code edit and a chat, one per category in turn) instead of four, whose summarisation and
+    # RAG prompts made every engine's first pass a long prefill
+    "07_tuning": {"num_prompts": 2},
     "10_serving_and_monitoring": {"concurrency": [1, 2], "requests_per_level": 2, "output_len": 16,
                                   "sample_interval": 0.5},
     "11_train_your_own_drafter": {"steps": 4, "num_sequences": 4, "num_prompts": 2},
