@@ -2,9 +2,10 @@
 
 Three steps, each a function:
 
-1. ``generate_data``: the target answers prompts with vLLM: the hand-written ``train`` set, and
-   thousands it writes itself (``self_written_prompts``, Magpie-style). A drafter is good when it
-   guesses what *this* target says next, so the target's own answers are the training text.
+1. ``generate_data``: the target answers prompts with vLLM: the hand-written ``train`` set,
+   thousands it writes itself (``self_written_prompts``, Magpie-style), and prompts built around its
+   own answers (``passage_prompts``: RAG, summaries, code edits). A drafter is good when it guesses
+   what *this* target says next, so the target's own answers are the training text.
 2. ``target_features``: one forward pass of the target (transformers, float32) over every
    prompt + answer gives the hidden states the heads read (the last, normed one for EAGLE and
    Medusa; three intermediate ones for EAGLE-3) and the label at every place: the token the
@@ -37,17 +38,20 @@ from .models import fetch_smollm2
 from .profiles import SpeclabError
 
 DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"  # greedy answers, made here by generate_data (CPU)
-# What the shipped drafters were trained on (vLLM 0.26.0 on one H200, bf16, up to 256 tokens):
-# 1 greedy + 8 sampled (T=0.8) answers per train prompt (2,682 rows, made by answer_rows), then
-# 11,991 prompts the target wrote itself with their greedy answers (self_written_prompts, seed 0).
+# What the shipped drafters were trained on (vLLM 0.26.0 on H200s, bf16, 18,673 rows):
+# 1 greedy + 8 sampled (T=0.8) answers per train prompt (2,682 rows, made by answer_rows, up to 256 tokens),
+# 11,991 prompts the target wrote itself with their greedy answers (self_written_prompts, seed 0, up to 256),
+# 4,000 prompts built around those greedy answers (passage_prompts, seed 0), answered greedily up to 192 tokens.
 SHIPPED_DATA = drafters.SHIPPED_DIR / "selfdistill_gpu.jsonl.gz"
 DEFAULT_BATCH = 32
 TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
-DEFAULT_STEPS = {"eagle": 1000, "eagle3": 1600, "draft_model": 2600, "medusa": 2500}  # length of the lr schedule
-# Where the shipped runs stopped: four trainings shared one H200 under a 300 s cap (Medusa ran alone, 85 s).
-SHIPPED_STOP_AFTER = {"eagle": 834, "eagle3": 1557, "draft_model": None, "medusa": 2046}
+DEFAULT_STEPS = {"eagle": 6000, "eagle3": 4201, "draft_model": 7000, "medusa": 4737}  # length of the lr schedule
+# Where the shipped runs stopped (None: they ran their whole schedule). The step counts are 8 to 13 passes over
+# the data: four trainings shared two H200s and ran for 2-4 minutes each.
+SHIPPED_STOP_AFTER = {"eagle": None, "eagle3": None, "draft_model": None, "medusa": None}
 DEFAULT_LR = {"eagle": 1e-3, "eagle3": 1e-3, "draft_model": 3e-4, "medusa": 1e-3}
-EAGLE3_DRAFT_VOCAB = 4096  # the shipped EAGLE-3 head's own lm_head: the 4096 most frequent tokens of the data
+EAGLE3_DRAFT_VOCAB = 8192  # the shipped EAGLE-3 head's own lm_head: the 8192 most frequent tokens of the data
+# (4096 left 13% of held-out answer tokens undraftable, 8192 leaves 7%, and the file stays under 20 MB)
 TTT_STEPS = 3  # draft steps unrolled in training (k=3 at evaluation)
 DRAFT_INIT_LAYERS = (0, 29)  # target layers that initialise the 2-layer draft model
 MAX_LEN = 640
@@ -64,7 +68,7 @@ def recipe(method: str) -> dict:
 
 def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_tokens: int = 192,
                   num_prompts: int | None = None, samples: int = 0, temperature: float = 0.8,
-                  self_written: int = 0, enforce_eager: bool = True, chunk: int = 32,
+                  self_written: int = 0, passages: int = 0, enforce_eager: bool = True, chunk: int = 32,
                   log=lambda m: print(m, flush=True)) -> Path:
     """The target's answers to a prompt set (vLLM on the CPU profile), saved as token ids (JSONL).
 
@@ -72,6 +76,8 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
     answers are still the target's own text, and they multiply the data a small prompt set gives.
     ``self_written`` adds that many prompts the target writes itself (:func:`self_written_prompts`),
     each with its greedy answer: the variety a few hundred hand-written prompts lack.
+    ``passages`` adds that many prompts built around the greedy answers already made
+    (:func:`passage_prompts`): questions, summaries and edits of a text in the prompt.
     Prompts go to the engine in chunks, so that a slow, shared CPU never holds one engine step
     for minutes (vLLM gives up on a step after VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS).
     """
@@ -83,15 +89,20 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
 
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1800")
     records, inputs = prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
+    from .data import apply_chat_template
+
     with open_engine("cpu-tiny", None, enforce_eager=enforce_eager) as llm:
+        tokenizer = llm.get_tokenizer()
         lines = _answer_in_chunks(llm, records, inputs, max_tokens, samples, temperature, chunk, log, "prompts")
         if self_written:
-            from .data import apply_chat_template
-
-            tokenizer = llm.get_tokenizer()
             written = self_written_prompts(llm, tokenizer, self_written)
             lines += _answer_in_chunks(llm, written, apply_chat_template(tokenizer, written), max_tokens, 0,
                                        temperature, chunk, log, "self-written prompts")
+        if passages:
+            greedy_rows = [row for row in map(json.loads, lines) if not row["sample"]]
+            made = passage_prompts(user_turns(tokenizer, greedy_rows), passages)
+            lines += _answer_in_chunks(llm, made, apply_chat_template(tokenizer, made), max_tokens, 0,
+                                       temperature, chunk, log, "passage prompts")
     return write_atomic(out, "\n".join(lines) + "\n")
 
 
@@ -151,9 +162,7 @@ def self_written_prompts(llm, tokenizer, n: int, max_tokens: int = 224, seed: in
 
     from .data import Prompt
 
-    marker = "\x00speclab\x00"
-    text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False)
-    pre_query = text[:text.index(marker)]
+    pre_query, _ = chat_frame(tokenizer)
     chosen = [starters[i % len(starters)] for i in range(n)]
     inputs = [{"prompt_token_ids": tokenizer.encode(pre_query + start, add_special_tokens=False)}
               for _, start in chosen]
@@ -168,6 +177,91 @@ def self_written_prompts(llm, tokenizer, n: int, max_tokens: int = 224, seed: in
         seen.add(turn)
         prompts.append(Prompt(f"self-{seed}-{i}", category, turn, (turn,)))
     return prompts
+
+
+# Tasks over a passage (the target's own earlier answers): what copying workloads look like.
+PASSAGE_TASKS = (
+    ("rag", "Context:\n{passage}\n\nQuestion: {question}\n\nAnswer using only the context above, and quote the "
+            "sentences that answer the question."),
+    ("rag", "Read the context and answer the question in its own words where you can.\n\nContext:\n{passage}\n\n"
+            "Question: {question}"),
+    ("rag", "Context:\n{passage}\n\nUsing only the context, answer: {question}"),
+    ("summarisation", "Summarise the following text in two sentences.\n\n{passage}"),
+    ("summarisation", "List the three main points of this passage as bullet points.\n\n{passage}"),
+    ("summarisation", "Write a short summary of the text below for a newsletter.\n\n{passage}"),
+    ("summarisation", "{passage}\n\nSummarise the text above in about 40 words."),
+    ("translation", "Translate into {language}:\n\n{sentences}"),
+    ("code", "Add type hints and a docstring to this code.\n\n```python\n{code}\n```"),
+    ("code", "Rewrite this code with clearer variable names, and keep what it does.\n\n```python\n{code}\n```"),
+)
+LANGUAGES = ("French", "German", "Spanish", "Italian")
+
+
+def passage_prompts(pairs, n: int, seed: int = 0, min_words: int = 60, max_words: int = 160) -> list:
+    """``n`` prompts built around passages the target wrote itself (its earlier answers).
+
+    ``pairs`` are (user turn, answer) texts. A prose answer becomes the context of a question (the
+    turn that produced it, which it answers), a text to summarise or sentences to translate; a Python
+    block in an answer becomes code to edit. Held-out RAG and summaries copy from a passage in the
+    prompt, and self-written prompts rarely carry one: these do, so a drafter learns to copy.
+    """
+    import random
+    import re
+
+    from .data import Prompt
+
+    prose, code = [], []
+    for question, answer in pairs:
+        block = re.search(r"```(?:python|py)?\n(.*?)```", answer, re.S)
+        if block and 3 <= block.group(1).count("\n") <= 30:
+            code.append(block.group(1).rstrip())
+            continue
+        words = answer.split()
+        if "```" in answer or len(words) < min_words or len(set(words)) < 0.45 * len(words):
+            continue  # too short, code, or the small model repeating itself
+        text = " ".join(words[:max_words]) if len(words) > max_words else answer.strip()
+        end = max(text.rfind(". "), text.rfind(".\n"), text.rfind(".") if text.endswith(".") else -1)
+        passage = (text[:end + 1] if end > 0 else text).strip()
+        sentences = re.split(r"(?<=[.!?])\s+", passage)
+        prose.append((question.strip(), passage, " ".join(sentences[:2])))
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        category, template = PASSAGE_TASKS[i % len(PASSAGE_TASKS)]
+        if category == "code":
+            if not code:
+                continue
+            text = template.format(code=rng.choice(code))
+        else:
+            if not prose:
+                continue
+            question, passage, first = rng.choice(prose)
+            if category == "rag" and len(question.split()) > 40:
+                question = "What does the text say about its main subject?"
+            text = template.format(passage=passage, question=question, sentences=first,
+                                   language=LANGUAGES[i % len(LANGUAGES)])
+        out.append(Prompt(f"passage-{seed}-{i}", category, text, (text,)))
+    return out
+
+
+def chat_frame(tokenizer) -> tuple[str, str]:
+    """The chat template's text before and after a user's turn (up to where the answer begins)."""
+    marker = "\x00speclab\x00"
+    before, after = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
+                                                  add_generation_prompt=True).split(marker)
+    return before, after
+
+
+def user_turns(tokenizer, rows: list[dict]) -> list[tuple[str, str]]:
+    """(user turn, answer) texts of data rows: the turn cut out of the chat-templated prompt."""
+    pre, post = chat_frame(tokenizer)
+    pairs = []
+    for r in rows:
+        prompt = tokenizer.decode(r["prompt_ids"])
+        if prompt.startswith(pre) and prompt.endswith(post):
+            pairs.append((prompt[len(pre):len(prompt) - len(post)], tokenizer.decode(r["answer_ids"],
+                                                                                     skip_special_tokens=True)))
+    return pairs
 
 
 def load_data(path: str | Path = DATA_FILE, num_sequences: int | None = None) -> list[dict]:
@@ -731,6 +825,8 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     if method not in TRAIN_METHODS:
         raise SpeclabError(f"cannot train method {method!r}: choose one of {', '.join(TRAIN_METHODS)}")
     torch.set_num_threads(threads)
+    if str(device).startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True  # float32 products on tensor cores: several times faster
     torch.manual_seed(seed)
     steps = steps or DEFAULT_STEPS[method]
     log_every = log_every or max(1, steps // 16)  # also how often held-back prompts are scored
@@ -802,11 +898,13 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
     n = max(1, len(result.accuracies) // 10)
     tail = list(zip(*[a for a in result.accuracies[-n:] if a])) or [[]]
     written = sum(1 for r in rows if str(r.get("id", "")).startswith("self-"))  # ids from self_written_prompts
+    passages = sum(1 for r in rows if str(r.get("id", "")).startswith("passage-"))  # ids from passage_prompts
     card = {
         "method": model.method, "trained": True, "target": "SmolLM2-135M-Instruct",
         "data": {"source": "self-distillation: the target's answers (vLLM) to data/prompts/train.jsonl"
-                           + (" and to prompts it wrote itself" if written else ""),
-                 "self_written_prompts": written,
+                           + (", to prompts it wrote itself" if written else "")
+                           + (", to prompts built around its own answers" if passages else ""),
+                 "self_written_prompts": written, "passage_prompts": passages,
                  "file": str(Path(settings["data"]).name), "sequences": len(rows),
                  "greedy_answers": sum(1 for r in rows if not r.get("sample")),
                  "sampled_answers": sum(1 for r in rows if r.get("sample")),
@@ -905,13 +1003,15 @@ def main(argv=None) -> None:
     parser.add_argument("--samples", type=int, default=0, help="with --generate-data: sampled answers per prompt")
     parser.add_argument("--self-written", type=int, default=0,
                         help="with --generate-data: also N prompts the target writes itself, with greedy answers")
+    parser.add_argument("--passages", type=int, default=0,
+                        help="with --generate-data: also N prompts built around those answers (RAG, summaries, code)")
     parser.add_argument("--evaluate", action="store_true", help="measure acceptance with vLLM (k=3, held-out prompts)")
     parser.add_argument("--num-prompts", type=int, help="held-out prompts for --evaluate (default: all)")
     args = parser.parse_args(argv)
     data = Path(args.data)
     if args.generate_data:
         print(f"generating self-distillation data into {DATA_FILE} ...", flush=True)
-        data = generate_data(samples=args.samples, self_written=args.self_written)
+        data = generate_data(samples=args.samples, self_written=args.self_written, passages=args.passages)
     out = Path(args.out) if args.out else drafters.SHIPPED_DIR / args.method
     draft_vocab = recipe(args.method)["draft_vocab"] if args.draft_vocab is None else (args.draft_vocab or None)
     stop_after = args.stop_after if args.stop_after or args.steps else recipe(args.method)["stop_after"]

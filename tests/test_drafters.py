@@ -56,6 +56,11 @@ def test_eagle3_draft_vocabulary_maps_onto_the_targets_rows():
     assert torch.equal(tensors["lm_head.weight"], embed[ids])  # the target's (tied) rows, frozen in training
 
 
+# What the shipped drafters must at least reach on the held-out prompts (measured 1.84, 1.95, 2.10, 1.40;
+# random heads give 1.00-1.07): a retrained drafter that falls below its predecessor should not ship.
+SHIPPED_FLOOR = {"draft_model": 1.8, "eagle": 1.9, "eagle3": 2.0, "medusa": 1.35}
+
+
 @pytest.mark.parametrize("method", ["draft_model", "eagle", "eagle3", "medusa"])
 def test_shipped_drafters_are_trained_small_bf16_and_measured(method):
     from safetensors.torch import load_file
@@ -70,7 +75,7 @@ def test_shipped_drafters_are_trained_small_bf16_and_measured(method):
     measured = card["acceptance"]
     assert measured["k"] == 3 and measured["prompt_set"] == "data/prompts/heldout.jsonl" and measured["temperature"] == 0
     assert measured["outputs_identical"] is True
-    assert len(measured["per_position_rates"]) == 3 and measured["acceptance_length"] > 1.35  # random: 1.00-1.07; shipped 1.39-1.71
+    assert len(measured["per_position_rates"]) == 3 and measured["acceptance_length"] > SHIPPED_FLOOR[method]
 
 
 def test_eagle3_reads_the_aux_layers_from_its_config():

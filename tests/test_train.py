@@ -62,6 +62,44 @@ def test_the_target_writes_varied_prompts_that_begin_with_their_starters(greedy_
         assert p.category == category and p.text.startswith(start.strip()) and len(p.text.split()) >= 4
 
 
+PASSAGE = ("Tides are caused mainly by the pull of the Moon. The Moon pulls hardest on the near side of the Earth, "
+           "so the ocean there bulges towards it. A second bulge forms on the far side, where the pull is weakest. "
+           "As the Earth turns, most coasts pass through both bulges each day, which gives two high tides. The Sun "
+           "adds a smaller pull of its own, and when it lines up with the Moon the tides are larger than usual, "
+           "which sailors call spring tides. Neap tides come when the two pull at right angles to each other.")
+CODE = "Here it is:\n\n```python\ndef area(w, h):\n    result = w * h\n    print(result)\n    return result\n```\nDone."
+
+
+def test_passage_prompts_put_the_targets_own_text_in_the_prompt():
+    pairs = [("What causes the tides?", PASSAGE), ("Write a function for the area", CODE),
+             ("Say hello", "Hello!"), ("Repeat", "yes " * 80)]  # too short; the model repeating itself
+    prompts = train.passage_prompts(pairs, 2 * len(train.PASSAGE_TASKS))
+    assert len(prompts) == 2 * len(train.PASSAGE_TASKS) and len({p.id for p in prompts}) == len(prompts)
+    for p in prompts:
+        if p.category == "code":
+            assert "def area(w, h):\n    result = w * h" in p.text and "Here it is" not in p.text
+        elif p.category == "translation":
+            assert p.text.endswith("so the ocean there bulges towards it.")
+        else:
+            assert PASSAGE in p.text and "Hello" not in p.text and "yes yes" not in p.text
+        if p.category == "rag":
+            assert "What causes the tides?" in p.text
+    assert {p.category for p in prompts} == {"rag", "summarisation", "translation", "code"}
+
+
+def test_user_turns_cut_the_turn_out_of_the_chat_template():
+    from transformers import AutoTokenizer
+
+    from speclab.models import fetch_smollm2
+
+    tokenizer = AutoTokenizer.from_pretrained(str(fetch_smollm2(quiet=True)))
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What causes the tides?"}],
+                                           add_generation_prompt=True, tokenize=False)
+    row = {"prompt_ids": tokenizer.encode(prompt, add_special_tokens=False),
+           "answer_ids": tokenizer.encode("The Moon.", add_special_tokens=False) + [tokenizer.eos_token_id]}
+    assert train.user_turns(tokenizer, [row]) == [("What causes the tides?", "The Moon.")]
+
+
 def torch_equal(a, b):
     import torch
 
