@@ -47,7 +47,7 @@ DEFAULT_BATCH = 32
 TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
 DEFAULT_STEPS = {"eagle": 6000, "eagle3": 4201, "draft_model": 7000, "medusa": 4737}  # length of the lr schedule
 # Where the shipped runs stopped (None: they ran their whole schedule). The step counts are 8 to 13 passes over
-# the data: four trainings shared two H200s and ran for 2-4 minutes each.
+# the data: two or four trainings at a time shared two H200s, and each ran for 2-4 minutes.
 SHIPPED_STOP_AFTER = {"eagle": None, "eagle3": None, "draft_model": None, "medusa": None}
 DEFAULT_LR = {"eagle": 1e-3, "eagle3": 1e-3, "draft_model": 3e-4, "medusa": 1e-3}
 EAGLE3_DRAFT_VOCAB = 8192  # the shipped EAGLE-3 head's own lm_head: the 8192 most frequent tokens of the data
