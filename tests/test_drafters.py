@@ -56,9 +56,9 @@ def test_eagle3_draft_vocabulary_maps_onto_the_targets_rows():
     assert torch.equal(tensors["lm_head.weight"], embed[ids])  # the target's (tied) rows, frozen in training
 
 
-# What the shipped drafters must at least reach on the held-out prompts (measured 1.84, 1.95, 2.10, 1.40;
+# What the shipped drafters must at least reach on the held-out prompts (measured 1.84, 1.97, 2.10, 1.46;
 # random heads give 1.00-1.07): a retrained drafter that falls below its predecessor should not ship.
-SHIPPED_FLOOR = {"draft_model": 1.8, "eagle": 1.9, "eagle3": 2.0, "medusa": 1.35}
+SHIPPED_FLOOR = {"draft_model": 1.8, "eagle": 1.9, "eagle3": 2.0, "medusa": 1.4}
 
 
 @pytest.mark.parametrize("method", ["draft_model", "eagle", "eagle3", "medusa"])

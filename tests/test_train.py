@@ -115,6 +115,36 @@ def test_a_capped_run_records_where_it_stopped_and_how_to_repeat_it(small_featur
     assert "--stop-after 3 " in card["command"]
 
 
+def test_medusa_heads_with_several_blocks_save_each_block_where_vllm_reads_it(small_features, tmp_path):
+    from safetensors.torch import load_file
+
+    train.train("medusa", tmp_path / "m", steps=2, batch_size=2, num_sequences=4, features=small_features,
+                quiet=True, medusa_layers=2)
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert (cfg["num_heads"], cfg["num_hidden_layers"]) == (drafters.MEDUSA_HEADS, 2)
+    keys = set(load_file(tmp_path / "m" / "model.safetensors"))
+    assert keys == {f"blocks.{m}.layers.{j}.weight" for m in range(cfg["num_heads"]) for j in range(2)}
+    assert "--medusa-layers 2" in json.loads((tmp_path / "m" / "card.json").read_text())["training"]["command"]
+
+
+def test_hand_written_prompts_are_told_apart_and_repeated_on_request(small_features, tmp_path):
+    assert train.is_hand_written("1001") and train.is_hand_written(1001)
+    assert not train.is_hand_written("self-00042") and not train.is_hand_written("passage-00007")
+    train.train("medusa", tmp_path / "m", steps=2, batch_size=2, num_sequences=4, features=small_features,
+                quiet=True, hand_written_repeats=3)
+    training = json.loads((tmp_path / "m" / "card.json").read_text())["training"]
+    assert training["hand_written_repeats"] == 3 and "--hand-written-repeats 3" in training["command"]
+
+
+@pytest.mark.parametrize("kwargs, message", [({"hand_written_repeats": 0}, "1 or more"),
+                                             ({"medusa_layers": 0}, "1 or more"),
+                                             ({"medusa_layers": 2, "method": "eagle"}, "medusa only")])
+def test_bad_training_options_are_refused(kwargs, message, small_features):
+    method = kwargs.pop("method", "medusa")
+    with pytest.raises(train.SpeclabError, match=message):
+        train.train(method, None, steps=1, features=small_features, **kwargs)
+
+
 def test_unknown_method_is_refused():
     with pytest.raises(train.SpeclabError, match="choose one of"):
         train.train("ngram", None, steps=1)
