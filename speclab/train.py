@@ -801,7 +801,8 @@ def build_drafter(method: str, seqs: list[Sequence], device: str = "cpu", draft_
     return model
 
 
-def _build_drafter(method: str, seqs: list[Sequence], draft_vocab: int | None = None, medusa_layers: int = 1):
+def _build_drafter(method: str, seqs: list[Sequence], draft_vocab: int | None = None,
+                   medusa_layers: int = MEDUSA_LAYERS):
     tensors = drafters.target_weights("model.embed_tokens.weight", *(
         [f"model.layers.{i}.{n}" for i in DRAFT_INIT_LAYERS for n in _LAYER_NAMES] + ["model.norm.weight"]
         if method == "draft_model" else []))
@@ -844,6 +845,15 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
 
     if method not in TRAIN_METHODS:
         raise SpeclabError(f"cannot train method {method!r}: choose one of {', '.join(TRAIN_METHODS)}")
+    # refuse bad options before the target features, which take hours on the CPU
+    if draft_vocab and method != "eagle3":
+        raise SpeclabError(f"draft_vocab applies to eagle3 only, not {method!r}")
+    if medusa_layers is not None and method != "medusa":
+        raise SpeclabError(f"medusa_layers applies to medusa only, not {method!r}")
+    if medusa_layers is not None and medusa_layers < 1:
+        raise SpeclabError(f"medusa_layers must be 1 or more, not {medusa_layers}")
+    if hand_written_repeats < 1:
+        raise SpeclabError(f"hand_written_repeats must be 1 or more, not {hand_written_repeats}")
     torch.set_num_threads(threads)
     if str(device).startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True  # float32 products on tensor cores: several times faster
@@ -855,14 +865,6 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     rows = load_data(data, num_sequences)
     seqs = features or features_for(method, rows, max_len=max_len)
     feature_s = time.perf_counter() - started
-    if draft_vocab and method != "eagle3":
-        raise SpeclabError(f"draft_vocab applies to eagle3 only, not {method!r}")
-    if medusa_layers is not None and method != "medusa":
-        raise SpeclabError(f"medusa_layers applies to medusa only, not {method!r}")
-    if medusa_layers is not None and medusa_layers < 1:
-        raise SpeclabError(f"medusa_layers must be 1 or more, not {medusa_layers}")
-    if hand_written_repeats < 1:
-        raise SpeclabError(f"hand_written_repeats must be 1 or more, not {hand_written_repeats}")
     model = build_drafter(method, seqs, device, draft_vocab, medusa_layers)
     params = model.parameters()
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
