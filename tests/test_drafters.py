@@ -5,7 +5,7 @@ import json
 import pytest
 from safetensors import safe_open
 
-from speclab import configs, drafters
+from speclab import configs, drafters, train
 from speclab.profiles import PROFILES, SpeclabError
 
 
@@ -61,7 +61,7 @@ def test_eagle3_draft_vocabulary_maps_onto_the_targets_rows():
 SHIPPED_FLOOR = {"draft_model": 1.8, "eagle": 1.95, "eagle3": 2.1, "medusa": 1.4}
 
 
-@pytest.mark.parametrize("method", ["draft_model", "eagle", "eagle3", "medusa"])
+@pytest.mark.parametrize("method", train.TRAIN_METHODS)
 def test_shipped_drafters_are_trained_small_bf16_and_measured(method):
     from safetensors.torch import load_file
 
@@ -78,11 +78,9 @@ def test_shipped_drafters_are_trained_small_bf16_and_measured(method):
     assert len(measured["per_position_rates"]) == 3 and measured["acceptance_length"] > SHIPPED_FLOOR[method]
 
 
-@pytest.mark.parametrize("method", ["draft_model", "eagle", "eagle3", "medusa"])
+@pytest.mark.parametrize("method", train.TRAIN_METHODS)
 def test_train_recipe_repeats_the_shipped_run(method):
     # `python -m speclab.train --method m` must make what ships: the card and train.recipe() agree
-    from speclab import train
-
     folder = drafters.shipped(method)
     card, recipe = drafters.read_card(folder)["training"], train.recipe(method)
     assert card["schedule_steps"] == recipe["steps"]
