@@ -3,8 +3,9 @@
 Three steps, each a function:
 
 1. ``generate_data``: the target answers prompts with vLLM: the hand-written ``train`` set,
-   thousands it writes itself (``self_written_prompts``, Magpie-style), and prompts built around its
-   own answers (``passage_prompts``: RAG, summaries, code edits). A drafter is good when it guesses
+   thousands it writes itself (``self_written_prompts``, Magpie-style), prompts built around its
+   own answers (``passage_prompts``: RAG, summaries, code edits) and documents it writes with a
+   summary or question over each (``document_rows``). A drafter is good when it guesses
    what *this* target says next, so the target's own answers are the training text.
 2. ``target_features``: one forward pass of the target (transformers, float32) over every
    prompt + answer gives the hidden states the heads read (the last, normed one for EAGLE and
@@ -38,19 +39,22 @@ from .models import fetch_smollm2
 from .profiles import SpeclabError
 
 DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"  # greedy answers, made here by generate_data (CPU)
-# What the shipped drafters were trained on (vLLM 0.26.0 on H200s, bf16, 18,673 rows):
+# What the shipped drafters were trained on (vLLM 0.26.0 on H200s, bf16), in the order of the file:
 # 1 greedy + 8 sampled (T=0.8) answers per train prompt (2,682 rows, made by answer_rows, up to 256 tokens),
 # 11,991 prompts the target wrote itself with their greedy answers (self_written_prompts, seed 0, up to 256),
-# 4,000 prompts built around those greedy answers (passage_prompts, seed 0), answered greedily up to 192 tokens.
+# 4,000 prompts built around those greedy answers (passage_prompts, seed 0), answered greedily up to 192 tokens;
+# then (18,673 rows above) 2,958 chat questions it wrote itself (CHAT_STARTERS, seed 1) and 3,000 documents with
+# a summary or question over the 435 that do not loop (document_rows, seed 0), all greedy up to 256 tokens.
 SHIPPED_DATA = drafters.SHIPPED_DIR / "selfdistill_gpu.jsonl.gz"
+# Rows of SHIPPED_DATA each shipped drafter saw (None: all 25,066); the draft model and Medusa predate the rest.
+SHIPPED_SEQUENCES = {"eagle": None, "eagle3": None, "draft_model": 18673, "medusa": 18673}
 DEFAULT_BATCH = 32
 TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
 DEFAULT_STEPS = {"eagle": 9000, "eagle3": 8400, "draft_model": 7000, "medusa": 6000}  # length of the lr schedule
-# Where the shipped runs stopped (None: they ran their whole schedule). The step counts are 11 to 16 passes over
-# the data: one to four trainings at a time shared two H200s, and each ran for 2-7 minutes. EAGLE's run was
-# cut by the GPU lease at step 6,833 of 9,000 (it still beat the 6,000-step schedule that ran to its end).
-# EAGLE-3's 8,400 steps (held-out 2.15 in vLLM) beat 4,201 (2.10); 4,201 at batch 64 matched 8,400 held-back.
-SHIPPED_STOP_AFTER = {"eagle": 6833, "eagle3": None, "draft_model": None, "medusa": None}
+# Where the shipped runs stopped (None: they ran their whole schedule). The step counts are 11 to 13 passes over
+# the training rows; each run took 2-7 minutes on an H200. On the first 18,673 rows EAGLE-3's 8,400 steps
+# (held-out 2.15 in vLLM) beat 4,201 (2.10), and EAGLE's 6,833 of 9,000 steps beat a 6,000-step schedule.
+SHIPPED_STOP_AFTER = {"eagle": None, "eagle3": None, "draft_model": None, "medusa": None}
 DEFAULT_LR = {"eagle": 1e-3, "eagle3": 1e-3, "draft_model": 3e-4, "medusa": 1e-3}
 EAGLE3_DRAFT_VOCAB = 8192  # the shipped EAGLE-3 head's own lm_head: the 8192 most frequent tokens of the data
 # (4096 left 12% of held-out answer tokens undraftable, 8192 leaves 7%, and the file stays under 20 MB)
@@ -67,7 +71,8 @@ MAX_LEN = 640
 def recipe(method: str) -> dict:
     """The keyword arguments of :func:`train` that made the shipped drafter for ``method``."""
     return {"steps": DEFAULT_STEPS[method], "stop_after": SHIPPED_STOP_AFTER[method], "batch_size": DEFAULT_BATCH,
-            "lr": DEFAULT_LR[method], "data": SHIPPED_DATA, "val_fraction": 0.1,
+            "lr": DEFAULT_LR[method], "data": SHIPPED_DATA, "num_sequences": SHIPPED_SEQUENCES[method],
+            "val_fraction": 0.1,
             "draft_vocab": EAGLE3_DRAFT_VOCAB if method == "eagle3" else None,
             "medusa_layers": MEDUSA_LAYERS if method == "medusa" else None,
             "hand_written_repeats": HAND_WRITTEN_REPEATS[method]}
@@ -77,8 +82,8 @@ def recipe(method: str) -> dict:
 
 def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_tokens: int = 192,
                   num_prompts: int | None = None, samples: int = 0, temperature: float = 0.8,
-                  self_written: int = 0, passages: int = 0, enforce_eager: bool = True, chunk: int = 32,
-                  log=lambda m: print(m, flush=True)) -> Path:
+                  self_written: int = 0, passages: int = 0, chat_written: int = 0, documents: int = 0,
+                  enforce_eager: bool = True, chunk: int = 32, log=lambda m: print(m, flush=True)) -> Path:
     """The target's answers to a prompt set (vLLM on the CPU profile), saved as token ids (JSONL).
 
     Each prompt gets its greedy answer and ``samples`` more drawn at ``temperature``: sampled
@@ -87,8 +92,11 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
     each with its greedy answer: the variety a few hundred hand-written prompts lack.
     ``passages`` adds that many prompts built around the greedy answers already made
     (:func:`passage_prompts`): questions, summaries and edits of a text in the prompt.
-    Prompts go to the engine in chunks, so that a slow, shared CPU never holds one engine step
-    for minutes (vLLM gives up on a step after VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS).
+    ``chat_written`` adds self-written prompts that open like everyday questions (``CHAT_STARTERS``),
+    and ``documents`` adds that many documents the target writes plus one summary or question over
+    each (:func:`document_rows`). Prompts go to the engine in chunks, so that a slow, shared CPU
+    never holds one engine step for minutes (vLLM gives up on a step after
+    VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS).
     """
     import os
 
@@ -112,6 +120,12 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
             made = passage_prompts(user_turns(tokenizer, greedy_rows), passages)
             lines += _answer_in_chunks(llm, made, apply_chat_template(tokenizer, made), max_tokens, 0,
                                        temperature, chunk, log, "passage prompts")
+        if chat_written:
+            written = self_written_prompts(llm, tokenizer, chat_written, seed=1, starters=CHAT_STARTERS)
+            lines += _answer_in_chunks(llm, written, apply_chat_template(tokenizer, written), max_tokens, 0,
+                                       temperature, chunk, log, "self-written chat prompts")
+        if documents:
+            lines += document_rows(llm, tokenizer, documents, max_tokens, chunk=chunk, log=log)
     return write_atomic(out, "\n".join(lines) + "\n")
 
 
@@ -156,6 +170,10 @@ STARTERS = (("chat", ""), ("chat", ""), ("chat", ""), ("code", "Write a Python f
             ("translation", "Translate into French: \""), ("translation", "Translate into German: \""),
             ("translation", "Translate into Spanish: \""), ("maths", "Solve step by step: "),
             ("maths", "A shop sells"))
+# Openings of everyday questions: with "" alone the target mostly writes tasks, rarely a chat question.
+CHAT_STARTERS = (("chat", "How do I"), ("chat", "What are some"), ("chat", "Why do"), ("chat", "Which"),
+                 ("chat", "Can you suggest"), ("chat", "What is the best way to"), ("chat", "Is it better to"),
+                 ("chat", "How can I"))
 
 
 def self_written_prompts(llm, tokenizer, n: int, max_tokens: int = 224, seed: int = 0,
@@ -206,7 +224,8 @@ PASSAGE_TASKS = (
 LANGUAGES = ("French", "German", "Spanish", "Italian")
 
 
-def passage_prompts(pairs, n: int, seed: int = 0, min_words: int = 60, max_words: int = 160) -> list:
+def passage_prompts(pairs, n: int, seed: int = 0, min_words: int = 60, max_words: int = 160,
+                    tasks=PASSAGE_TASKS) -> list:
     """``n`` prompts built around passages the target wrote itself (its earlier answers).
 
     ``pairs`` are (user turn, answer) texts. A prose answer becomes the context of a question (the
@@ -236,7 +255,7 @@ def passage_prompts(pairs, n: int, seed: int = 0, min_words: int = 60, max_words
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        category, template = PASSAGE_TASKS[i % len(PASSAGE_TASKS)]
+        category, template = tasks[i % len(tasks)]
         if category == "code":
             if not code:
                 continue
@@ -251,6 +270,108 @@ def passage_prompts(pairs, n: int, seed: int = 0, min_words: int = 60, max_words
                                    language=LANGUAGES[i % len(LANGUAGES)])
         out.append(Prompt(f"passage-{seed}-{i}", category, text, (text,)))
     return out
+
+
+# Documents of the kinds that summaries and RAG prompts carry: (kind, request, question, topic groups).
+DOCUMENT_KINDS = (
+    ("email", "Write an email to your team about {topic}. Include dates, names and what each person should do.",
+     "What does the email ask the team to do?", ("work", "places")),
+    ("notice", "Write a notice for customers about {topic}. Say what happens, when, and what they should do.",
+     "What should customers do, and by when?", ("work", "places")),
+    ("terms page", "Write the membership terms for {topic}, with prices, opening times and rules.",
+     "What do the terms say about prices and times?", ("places",)),
+    ("changelog", "Write release notes for version 2.3 of {topic}.", "What is new in this version?",
+     ("software",)),
+    ("history", "Write a short history of {topic} in two paragraphs, with dates and names.",
+     "What were the main steps in this history?", ("knowledge",)),
+    ("explainer", "Explain {topic} to a curious teenager in two paragraphs.", "How does the text explain it?",
+     ("knowledge",)),
+    ("meeting record", "Write the notes of a team meeting about {topic}: decisions, open questions and next steps.",
+     "What was decided at the meeting?", ("work", "software")),
+    ("guide", "Write a short visitor guide to {topic}: what to see, tickets and how to get there.",
+     "How much are tickets and when is it open?", ("places",)),
+    ("report", "Write a short news report about {topic}.", "What happened, according to the report?",
+     ("work", "places")),
+    ("policy", "Write a workplace policy about {topic}, with the reason for each rule.",
+     "What are the rules, and why?", ("work",)),
+)
+DOCUMENT_TOPICS = {
+    "work": ("a new parking arrangement", "moving to a new office", "changes to the opening hours",
+             "a water leak in the building", "remote working", "a new customer support process",
+             "the staff canteen", "a power cut on Saturday", "a price increase", "expenses and travel",
+             "holiday requests", "a printer that keeps failing", "training for new staff", "a fire drill"),
+    "places": ("a community garden", "the town library", "a local swimming pool", "a museum of natural history",
+               "a summer sports camp", "a food festival", "a city marathon", "a science fair", "a cooking school",
+               "a climbing centre", "a zoo", "the old lighthouse", "a night bus service", "a bicycle sharing scheme"),
+    "software": ("a photo sharing app", "an online booking system", "a mobile banking app", "a note-taking app",
+                 "a music player", "a team chat tool", "a fitness tracker app", "an email client"),
+    "knowledge": ("the telephone", "vaccines", "the water cycle", "volcanoes", "bees and pollination",
+                  "the printing press", "railways", "the bicycle", "tides", "the internet", "coffee", "glass",
+                  "photosynthesis", "earthquakes", "paper money", "lighthouses"),
+}
+DOCUMENT_TASKS = (
+    ("summarisation", "Summarise the following text in three sentences.\n\n{passage}"),
+    ("rag", "Context:\n{passage}\n\nQuestion: {question}"),
+    ("summarisation", "Summarise this {kind} in three bullet points.\n\n{passage}"),
+    ("rag", "Answer the question using only the context.\n\nContext:\n{passage}\n\nQuestion: {question}"),
+    ("summarisation", "Write a short summary of this {kind} for a newsletter.\n\n{passage}"),
+    ("summarisation", "Summarise the {kind} below in a short paragraph.\n\n{passage}"),
+)
+
+
+def document_prompts(n: int, seed: int = 0) -> list:
+    """``n`` requests for a document (an email, a notice, terms, a short history...) on a topic.
+
+    Held-out summaries and RAG prompts carry documents of these kinds, and the target's answers
+    to other prompts are rarely one; what it writes here becomes the passage of a later prompt.
+    The question that goes with each kind is kept in ``turns[1]`` for :func:`document_rows`.
+    """
+    import random
+
+    from .data import Prompt
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        kind, request, question, groups = DOCUMENT_KINDS[i % len(DOCUMENT_KINDS)]
+        text = request.format(topic=rng.choice([t for g in groups for t in DOCUMENT_TOPICS[g]]))
+        out.append(Prompt(f"document-{seed}-{i}", kind, text, (text, question)))
+    return out
+
+
+def document_rows(llm, tokenizer, n: int, max_tokens: int, seed: int = 0, chunk: int = 256, log=None) -> list[str]:
+    """Data rows: the target writes ``n`` documents, then answers one summary or question over each.
+
+    Both answers are rows (the document is the target's own text too). Each document becomes the
+    passage of a task from ``DOCUMENT_TASKS`` (held-out summaries and RAG copy from such passages).
+    """
+    from .data import apply_chat_template
+
+    asked = document_prompts(n, seed)
+    lines = _answer_in_chunks(llm, asked, apply_chat_template(tokenizer, asked), max_tokens, 0, 0.8, chunk, log,
+                              "document requests")
+    answers = [tokenizer.decode(json.loads(x)["answer_ids"], skip_special_tokens=True) for x in lines]
+    made = document_tasks(asked, answers, seed)
+    rows = [dict(json.loads(x), category="document") for x in lines]
+    return [json.dumps(r) for r in rows] + _answer_in_chunks(llm, made, apply_chat_template(tokenizer, made),
+                                                             max_tokens, 0, 0.8, chunk, log, "document tasks")
+
+
+def document_tasks(asked: list, answers: list[str], seed: int = 0) -> list:
+    """One prompt over each written document, in turn from ``DOCUMENT_TASKS``; documents that loop are skipped.
+
+    Greedy decoding makes a 135M model repeat itself after a paragraph or two: :func:`passage_prompts`
+    drops a text whose words are less than 45% distinct (2,565 of 3,000 documents in the shipped data).
+    """
+    from .data import Prompt
+
+    made = []
+    for i, (p, answer) in enumerate(zip(asked, answers)):
+        category, template = DOCUMENT_TASKS[i % len(DOCUMENT_TASKS)]
+        for task in passage_prompts([(p.turns[1], answer)], 1, seed=i, min_words=40, max_words=260,
+                                    tasks=((category, template.replace("{kind}", p.category)),)):
+            made.append(Prompt(f"document-task-{seed}-{i}", task.category, task.text, task.turns))
+    return made
 
 
 def chat_frame(tokenizer) -> tuple[str, str]:
@@ -274,8 +395,8 @@ def user_turns(tokenizer, rows: list[dict]) -> list[tuple[str, str]]:
 
 
 def is_hand_written(prompt_id) -> bool:
-    """Rows from data/prompts/train.jsonl, not from self_written_prompts or passage_prompts."""
-    return not str(prompt_id).startswith(("self-", "passage-"))
+    """Rows from data/prompts/train.jsonl, not from self_written_prompts, passage_prompts or document_rows."""
+    return not str(prompt_id).startswith(("self-", "passage-", "document-"))
 
 
 def load_data(path: str | Path = DATA_FILE, num_sequences: int | None = None) -> list[dict]:
@@ -914,7 +1035,7 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     if out is not None:
         save(model, Path(out), result, rows, feature_s, batch_size=batch_size, lr=lr, threads=threads, seed=seed,
              data=data, max_len=max_len, device=str(device), val_fraction=val_fraction, draft_vocab=draft_vocab,
-             schedule_steps=steps, hand_written_repeats=hand_written_repeats)
+             schedule_steps=steps, hand_written_repeats=hand_written_repeats, num_sequences=num_sequences)
     return result
 
 
@@ -929,12 +1050,14 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
     tail = list(zip(*[a for a in result.accuracies[-n:] if a])) or [[]]
     written = sum(1 for r in rows if str(r.get("id", "")).startswith("self-"))  # ids from self_written_prompts
     passages = sum(1 for r in rows if str(r.get("id", "")).startswith("passage-"))  # ids from passage_prompts
+    documents = sum(1 for r in rows if str(r.get("id", "")).startswith("document-"))  # ids from document_rows
     card = {
         "method": model.method, "trained": True, "target": "SmolLM2-135M-Instruct",
         "data": {"source": "self-distillation: the target's answers (vLLM) to data/prompts/train.jsonl"
                            + (", to prompts it wrote itself" if written else "")
-                           + (", to prompts built around its own answers" if passages else ""),
-                 "self_written_prompts": written, "passage_prompts": passages,
+                           + (", to prompts built around its own answers" if passages else "")
+                           + (", to requests for documents and tasks over them" if documents else ""),
+                 "self_written_prompts": written, "passage_prompts": passages, "document_rows": documents,
                  "file": str(Path(settings["data"]).name), "sequences": len(rows),
                  "greedy_answers": sum(1 for r in rows if not r.get("sample")),
                  "sampled_answers": sum(1 for r in rows if r.get("sample")),
@@ -954,6 +1077,7 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
                                     if result.validation else None),
                      "draft_vocab": settings.get("draft_vocab"),
                      "command": f"python -m speclab.train --method {model.method} --data {settings['data']} "
+                                + (f"--num-sequences {len(rows)} " if settings.get("num_sequences") else "") +
                                 f"--steps {settings['schedule_steps']} --batch-size {settings['batch_size']} --lr {settings['lr']} "
                                 + (f"--stop-after {result.steps} " if result.steps != settings["schedule_steps"] else "") +
                                 f"--val-fraction {settings['val_fraction']}"
@@ -1026,7 +1150,8 @@ def main(argv=None) -> None:
     parser.add_argument("--max-seconds", type=float, help="stop once the run has taken this long")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
     parser.add_argument("--lr", type=float)
-    parser.add_argument("--num-sequences", type=int)
+    parser.add_argument("--num-sequences", type=int, help="train on the first N rows of the data "
+                                                            "(default: the recipe's, with the shipped data)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--val-fraction", type=float, default=0.1, help="prompts held back to pick the best step")
     parser.add_argument("--draft-vocab", type=int, help=f"eagle3 only: own lm_head over the N most frequent tokens "
@@ -1043,19 +1168,25 @@ def main(argv=None) -> None:
                         help="with --generate-data: also N prompts the target writes itself, with greedy answers")
     parser.add_argument("--passages", type=int, default=0,
                         help="with --generate-data: also N prompts built around those answers (RAG, summaries, code)")
+    parser.add_argument("--chat-written", type=int, default=0,
+                        help="with --generate-data: also N self-written prompts that open like everyday questions")
+    parser.add_argument("--documents", type=int, default=0,
+                        help="with --generate-data: also N documents the target writes, with a task over each")
     parser.add_argument("--evaluate", action="store_true", help="measure acceptance with vLLM (k=3, held-out prompts)")
     parser.add_argument("--num-prompts", type=int, help="held-out prompts for --evaluate (default: all)")
     args = parser.parse_args(argv)
     data = Path(args.data)
     if args.generate_data:
         print(f"generating self-distillation data into {DATA_FILE} ...", flush=True)
-        data = generate_data(samples=args.samples, self_written=args.self_written, passages=args.passages)
+        data = generate_data(samples=args.samples, self_written=args.self_written, passages=args.passages,
+                             chat_written=args.chat_written, documents=args.documents)
     out = Path(args.out) if args.out else drafters.SHIPPED_DIR / args.method
     draft_vocab = recipe(args.method)["draft_vocab"] if args.draft_vocab is None else (args.draft_vocab or None)
     stop_after = args.stop_after if args.stop_after or args.steps else recipe(args.method)["stop_after"]
     repeats = args.hand_written_repeats or recipe(args.method)["hand_written_repeats"]
+    num_sequences = args.num_sequences or (recipe(args.method)["num_sequences"] if data == SHIPPED_DATA else None)
     result = train(args.method, out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, data=data,
-                   num_sequences=args.num_sequences, threads=args.threads, draft_vocab=draft_vocab,
+                   num_sequences=num_sequences, threads=args.threads, draft_vocab=draft_vocab,
                    val_fraction=args.val_fraction, device=args.device, stop_after=stop_after,
                    max_seconds=args.max_seconds, medusa_layers=args.medusa_layers, hand_written_repeats=repeats)
     print(f"saved {out} ({result.steps} steps, {result.seconds:.0f} s, final loss {result.final_loss:.3f})")

@@ -56,9 +56,10 @@ def test_eagle3_draft_vocabulary_maps_onto_the_targets_rows():
     assert torch.equal(tensors["lm_head.weight"], embed[ids])  # the target's (tied) rows, frozen in training
 
 
-# What the shipped drafters must at least reach on the held-out prompts (measured 1.84, 1.98, 2.15, 1.46;
-# random heads give 1.00-1.07): a retrained drafter that falls below its predecessor should not ship.
-SHIPPED_FLOOR = {"draft_model": 1.8, "eagle": 1.95, "eagle3": 2.1, "medusa": 1.4}
+# What the shipped drafters must at least reach on the held-out prompts (measured 1.84, 2.04, 2.21, 1.46;
+# random heads give 1.00-1.07; issue 5's targets where they are met): a retrained drafter that falls below
+# them should not ship.
+SHIPPED_FLOOR = {"draft_model": 1.8, "eagle": 2.0, "eagle3": 2.2, "medusa": 1.4}
 
 
 @pytest.mark.parametrize("method", train.TRAIN_METHODS)
@@ -88,6 +89,8 @@ def test_train_recipe_repeats_the_shipped_run(method):
     assert (card["batch_size"], card["lr"], card["draft_vocab"]) == \
         (recipe["batch_size"], recipe["lr"], recipe["draft_vocab"])
     assert card.get("hand_written_repeats", 1) == recipe["hand_written_repeats"]
+    rows = drafters.read_card(folder)["data"]["sequences"]
+    assert rows == (recipe["num_sequences"] or len(train.load_data(recipe["data"])))
     if method == "medusa":
         assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == recipe["medusa_layers"]
 

@@ -87,6 +87,28 @@ def test_passage_prompts_put_the_targets_own_text_in_the_prompt():
     assert {p.category for p in prompts} == {"rag", "summarisation", "translation", "code"}
 
 
+def test_document_prompts_ask_for_each_kind_on_a_topic_of_its_own_groups():
+    asked = train.document_prompts(2 * len(train.DOCUMENT_KINDS), seed=3)
+    assert asked == train.document_prompts(2 * len(train.DOCUMENT_KINDS), seed=3)  # the seed fixes the topics
+    assert len({p.id for p in asked}) == len(asked)
+    for i, p in enumerate(asked):
+        kind, request, question, groups = train.DOCUMENT_KINDS[i % len(train.DOCUMENT_KINDS)]
+        assert p.category == kind and p.turns == (p.text, question)
+        assert any(p.text == request.format(topic=t) for g in groups for t in train.DOCUMENT_TOPICS[g]), p.text
+
+
+def test_document_tasks_put_each_document_that_does_not_loop_in_a_prompt():
+    asked = train.document_prompts(len(train.DOCUMENT_TASKS) + 1)
+    answers = [PASSAGE] * len(train.DOCUMENT_TASKS) + ["The bus is late. " * 20]  # the last one loops
+    made = train.document_tasks(asked, answers)
+    assert [p.id for p in made] == [f"document-task-0-{i}" for i in range(len(train.DOCUMENT_TASKS))]
+    for p, q, (category, _) in zip(made, asked, train.DOCUMENT_TASKS):
+        assert p.category == category and PASSAGE in p.text and "{" not in p.text
+        if category == "rag":
+            assert p.text.endswith(q.turns[1])  # the question that goes with the document's kind
+    assert not train.is_hand_written(made[0].id) and not train.is_hand_written(asked[0].id)
+
+
 def test_user_turns_cut_the_turn_out_of_the_chat_template():
     from transformers import AutoTokenizer
 
