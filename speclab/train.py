@@ -348,13 +348,11 @@ def document_rows(llm, tokenizer, n: int, max_tokens: int, seed: int = 0, chunk:
     from .data import apply_chat_template
 
     asked = document_prompts(n, seed)
-    lines = _answer_in_chunks(llm, asked, apply_chat_template(tokenizer, asked), max_tokens, 0, 0.8, chunk, log,
-                              "document requests")
-    answers = [tokenizer.decode(json.loads(x)["answer_ids"], skip_special_tokens=True) for x in lines]
-    made = document_tasks(asked, answers, seed)
-    rows = [dict(json.loads(x), category="document") for x in lines]
-    return [json.dumps(r) for r in rows] + _answer_in_chunks(llm, made, apply_chat_template(tokenizer, made),
-                                                             max_tokens, 0, 0.8, chunk, log, "document tasks")
+    rows = [json.loads(x) for x in _answer_in_chunks(llm, asked, apply_chat_template(tokenizer, asked), max_tokens,
+                                                     0, 0.8, chunk, log, "document requests")]
+    made = document_tasks(asked, [tokenizer.decode(r["answer_ids"], skip_special_tokens=True) for r in rows], seed)
+    return [json.dumps(dict(r, category="document")) for r in rows] + _answer_in_chunks(
+        llm, made, apply_chat_template(tokenizer, made), max_tokens, 0, 0.8, chunk, log, "document tasks")
 
 
 def document_tasks(asked: list, answers: list[str], seed: int = 0) -> list:

@@ -83,14 +83,14 @@ def test_shipped_drafters_are_trained_small_bf16_and_measured(method):
 def test_train_recipe_repeats_the_shipped_run(method):
     # `python -m speclab.train --method m` must make what ships: the card and train.recipe() agree
     folder = drafters.shipped(method)
-    card, recipe = drafters.read_card(folder)["training"], train.recipe(method)
+    whole, recipe = drafters.read_card(folder), train.recipe(method)
+    card = whole["training"]
     assert card["schedule_steps"] == recipe["steps"]
     assert card["steps"] == (recipe["stop_after"] or recipe["steps"])
     assert (card["batch_size"], card["lr"], card["draft_vocab"]) == \
         (recipe["batch_size"], recipe["lr"], recipe["draft_vocab"])
     assert card.get("hand_written_repeats", 1) == recipe["hand_written_repeats"]
-    rows = drafters.read_card(folder)["data"]["sequences"]
-    assert rows == (recipe["num_sequences"] or len(train.load_data(recipe["data"])))
+    assert whole["data"]["sequences"] == (recipe["num_sequences"] or len(train.load_data(recipe["data"])))
     if method == "medusa":
         assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == recipe["medusa_layers"]
 
