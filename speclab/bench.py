@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import configs, metrics
+from . import configs, equality, metrics
 from .engine import open_engine
 from .envcheck import versions
 from .profiles import Profile, get_profile
@@ -34,6 +34,7 @@ class RunStats:
     tpot_s: list[float] = field(default_factory=list)
     token_ids: list[list[int]] = field(default_factory=list, repr=False)
     texts: list[str] = field(default_factory=list, repr=False)
+    margins: list[list[float]] = field(default_factory=list, repr=False)  # top-two margin per token, if asked for
     engine_start_s: float | None = None
 
     @property
@@ -89,6 +90,7 @@ def measure(llm, prompts: list, sampling_params, label: str = "run", chat: bool 
         ttft_s=ttft, tpot_s=tpot,
         token_ids=[list(o.outputs[0].token_ids) for o in outputs],
         texts=[o.outputs[0].text for o in outputs],
+        margins=[equality.top_two_margins(o.outputs[0]) for o in outputs],
         engine_start_s=getattr(llm, "speclab_start_seconds", None),
     )
 
@@ -123,17 +125,22 @@ class BenchResult:
         return metrics.speedup(self.speculative.output_tokens_per_s, self.baseline.output_tokens_per_s)
 
     @property
-    def outputs_identical(self) -> bool | None:
-        """Greedy runs must match token for token; sampled runs are not expected to."""
-        if self.baseline is None:
+    def greedy_check(self) -> equality.GreedyCheck | None:
+        """Greedy runs must agree up to rounding at near-ties; sampled runs are not expected to."""
+        if self.baseline is None or self.temperature != 0:
             return None
-        return self.baseline.token_ids == self.speculative.token_ids
+        return equality.check_runs(self.baseline, self.speculative)
+
+    @property
+    def outputs_identical(self) -> bool | None:
+        """True when every greedy output matched the baseline's token for token."""
+        check = self.greedy_check
+        return None if check is None else check.identical == check.num_prompts
 
     @property
     def mismatched_prompts(self) -> list[int]:
-        if self.baseline is None:
-            return []
-        return [i for i, (a, b) in enumerate(zip(self.baseline.token_ids, self.speculative.token_ids)) if a != b]
+        check = self.greedy_check
+        return [] if check is None else [d.prompt for d in check.divergences]
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("speculative", "baseline")}
@@ -141,6 +148,7 @@ class BenchResult:
         d["baseline"] = self.baseline.summary() if self.baseline else None
         d["speedup"] = self.speedup
         d["outputs_identical"] = self.outputs_identical
+        d["greedy_check"] = self.greedy_check.summary() if self.greedy_check else None
         d["mismatched_prompts"] = self.mismatched_prompts
         return d
 
@@ -178,7 +186,7 @@ class BenchResult:
             b = self.baseline
             lines += [f"baseline: {b.output_tokens_per_s:.1f} output tok/s ({b.output_tokens} tokens in {b.elapsed_s:.2f} s)",
                       f"speedup: {self.speedup:.2f}x",
-                      f"greedy outputs identical: {self.outputs_identical}" if self.temperature == 0
+                      f"greedy outputs: {self.greedy_check.describe()}" if self.greedy_check
                       else "outputs not compared (temperature > 0: sampled outputs differ by design)"]
         if s.ttft_s:
             lines.append(f"median TTFT {statistics.median(s.ttft_s) * 1000:.1f} ms, "
@@ -240,10 +248,23 @@ def prompt_inputs(profile: str | Profile | None, source: str = "mtbench_style", 
 
 
 def greedy(max_tokens: int, temperature: float = 0.0, **kw):
-    """SamplingParams for a lesson: greedy unless a temperature is given."""
+    """SamplingParams for a lesson: greedy unless a temperature is given.
+
+    Greedy runs also return the top two log-probabilities per token, so that a divergence from the
+    baseline can be judged by the target's margin there (``speclab.equality``).
+    """
     from vllm import SamplingParams
 
+    if temperature == 0:
+        kw.setdefault("logprobs", equality.TOP_LOGPROBS)
     return SamplingParams(temperature=temperature, max_tokens=max_tokens, **kw)
+
+
+def _greedy_cell(check: equality.GreedyCheck | None) -> str:
+    """'4/4 same', '3/4 same' (parted at near-ties only) or 'CHANGED' for a sweep table."""
+    if check is None:
+        return "-"
+    return f"{check.identical}/{check.num_prompts} same" if check.ok else "CHANGED"
 
 
 def table(results: list[BenchResult]) -> str:
@@ -256,8 +277,8 @@ def table(results: list[BenchResult]) -> str:
         c = r.speculative.counters
         rows.append((r.method, str(r.k), f"{c.acceptance_length:.2f}", f"{r.speculative.output_tokens_per_s:.1f}",
                      f"{r.speedup:.2f}" if r.speedup else "-",
-                     "-" if r.outputs_identical is None else ("yes" if r.outputs_identical else "NO")))
-    head = ("method", "k", "acc.len", "tok/s", "speedup", "identical")
+                     _greedy_cell(r.greedy_check)))
+    head = ("method", "k", "acc.len", "tok/s", "speedup", "greedy")
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
     fmt = "  ".join(f"{{:>{w}}}" for w in widths)
     return "\n".join([fmt.format(*head)] + [fmt.format(*row) for row in rows])
@@ -288,6 +309,12 @@ def by_category(profile: str | Profile | None, runs: dict[str, dict | None], pro
     for p, inp in zip(prompts, inputs):
         groups.setdefault(p.category, []).append(inp)
     return grid(profile, runs, {cat: (inp, sampling_params) for cat, inp in groups.items()}, log=log, **engine_overrides)
+
+
+def greedy_checks(results: dict[str, dict[str, RunStats]], label: str,
+                  baseline: str = "baseline") -> dict[str, equality.GreedyCheck]:
+    """result[label][group] against the baseline's same group -> one ``GreedyCheck`` per group."""
+    return {group: equality.check_runs(results[baseline][group], run) for group, run in results[label].items()}
 
 
 def speedups(results: dict[str, dict[str, RunStats]], baseline: str = "baseline") -> dict[str, dict[str, float]]:

@@ -10,6 +10,17 @@ NGRAM_K = 3
 OUTPUT_LEN = 64
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` run only where an NVIDIA GPU is usable (`make test-gpu`)."""
+    from speclab.profiles import cuda_available
+
+    if any("gpu" in item.keywords for item in items) and not cuda_available():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU (make test-gpu on a GPU machine)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def target_dir():
     from speclab.models import fetch_smollm2
@@ -33,7 +44,7 @@ def greedy_runs(lesson_prompts):
     The ngram engine measures the prompt set twice, so that tests can check that snapshot
     differences separate two runs on one engine.
     """
-    from speclab import configs
+    from speclab import configs, metrics
     from speclab.bench import greedy, measure, run_one
     from speclab.engine import open_engine
 
@@ -41,9 +52,11 @@ def greedy_runs(lesson_prompts):
     sampling = greedy(OUTPUT_LEN)
     base, _ = run_one("cpu-tiny", None, inputs, sampling, "baseline", enforce_eager=True)
     with open_engine("cpu-tiny", configs.ngram(NGRAM_K), enforce_eager=True) as llm:
+        before = metrics.snapshot(llm)
         first = measure(llm, inputs, sampling, "ngram")
         second = measure(llm, inputs, sampling, "ngram again")
+        both = metrics.snapshot(llm) - before
         from speclab.train import self_written_prompts  # the same engine writes a few training prompts
 
         written = self_written_prompts(llm, llm.get_tokenizer(), 6, max_tokens=32)
-    return {"baseline": base, "ngram": first, "ngram_again": second, "self_written": written}
+    return {"baseline": base, "ngram": first, "ngram_again": second, "ngram_both": both, "self_written": written}

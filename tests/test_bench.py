@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from speclab import equality
 from speclab.bench import BenchResult, RunStats, table
 from speclab.metrics import SpecCounters
 from speclab.report import write_atomic
@@ -11,7 +12,7 @@ from speclab.report import write_atomic
 
 def _result(spec_ids=None):
     base = RunStats("baseline", 2, 200, 4.0, SpecCounters(), ttft_s=[0.1, 0.3], tpot_s=[0.02, 0.02],
-                    token_ids=[[1, 2, 3], [4, 5]])
+                    token_ids=[[1, 2, 3], [4, 5]], margins=[[4.0, 3.0, 2.0], [5.0, 0.125]])
     spec = RunStats("ngram k=3", 2, 200, 2.5, SpecCounters(40, 120, 60, (30, 20, 10)), ttft_s=[0.1], tpot_s=[0.01],
                     token_ids=spec_ids or [[1, 2, 3], [4, 5]])
     return BenchResult("cpu-tiny", "/m", "ngram", 3, {"method": "ngram", "num_speculative_tokens": 3}, 0.0, 100,
@@ -23,15 +24,18 @@ def test_speedup_and_identity():
     assert r.baseline.output_tokens_per_s == 50.0 and r.speculative.output_tokens_per_s == 80.0
     assert r.speedup == pytest.approx(1.6)
     assert r.outputs_identical is True and r.mismatched_prompts == []
-    bad = _result(spec_ids=[[1, 2, 3], [4, 6]])
-    assert bad.outputs_identical is False and bad.mismatched_prompts == [1]
+    tie = _result(spec_ids=[[1, 2, 3], [4, 6]])  # parted where the baseline's top two were 0.125 apart
+    assert tie.outputs_identical is False and tie.mismatched_prompts == [1] and tie.greedy_check.ok
+    clear = _result(spec_ids=[[1, 9, 3], [4, 5]])  # parted where the baseline's choice led by 3.0
+    assert clear.mismatched_prompts == [0] and not clear.greedy_check.ok
+    assert "CHANGED" in table([clear]) and "1/2 same" in table([tie])
 
 
 def test_report_has_the_seed_lines():
     text = _result().report()
     for line in ("total_num_output_tokens: 200", "num_drafts: 40", "num_draft_tokens: 120",
                  "num_accepted_tokens: 60", "mean acceptance length: 2.50", "acceptance at token 0: 0.75",
-                 "acceptance at token 2: 0.25", "speedup: 1.60x", "greedy outputs identical: True"):
+                 "acceptance at token 2: 0.25", "speedup: 1.60x", "greedy outputs: 2 of 2 outputs identical"):
         assert line in text, line
 
 
@@ -41,6 +45,8 @@ def test_json_and_csv(tmp_path):
     assert record["speedup"] == pytest.approx(1.6) and record["speculative"]["acceptance_length"] == 2.5
     assert record["speculative"]["per_position_rates"] == [0.75, 0.5, 0.25]
     assert record["baseline"]["ttft_median_s"] == pytest.approx(0.2)
+    assert record["greedy_check"] == {"num_prompts": 2, "identical": 2, "ok": True,
+                                     "threshold": equality.NEAR_TIE, "divergences": []}
     rows = r.save_csv(tmp_path / "r.csv").read_text().strip().splitlines()
     assert len(rows) == 3 and rows[0].startswith("profile,method,k")
     assert "ngram" in table([r]) and "1.60" in table([r])

@@ -3,15 +3,16 @@
 import pytest
 
 from conftest import NGRAM_K, OUTPUT_LEN
-from speclab import lookup
+from speclab import equality, lookup
 
 pytestmark = pytest.mark.engine
 
 
-def test_greedy_output_identical_token_for_token(greedy_runs):
+def test_greedy_output_matches_up_to_near_ties(greedy_runs):
     base, spec = greedy_runs["baseline"], greedy_runs["ngram"]
     assert len(base.token_ids) == 4 and all(base.token_ids)
-    assert spec.token_ids == base.token_ids
+    assert [len(m) for m in base.margins] == [len(t) for t in base.token_ids]  # logprobs=2 reached every token
+    equality.check_runs(base, spec).require()
 
 
 def test_ngram_accepts_tokens(greedy_runs):
@@ -25,9 +26,12 @@ def test_ngram_accepts_tokens(greedy_runs):
 
 
 def test_snapshots_measure_two_runs_apart(greedy_runs):
-    # the same greedy prompts twice on one engine: each difference covers one run only
-    assert greedy_runs["ngram_again"].counters == greedy_runs["ngram"].counters
-    assert greedy_runs["ngram_again"].token_ids == greedy_runs["ngram"].token_ids
+    # the same greedy prompts twice on one engine: each difference covers one run only, and together
+    # they make up what the engine counted over both
+    first, second = greedy_runs["ngram"].counters, greedy_runs["ngram_again"].counters
+    assert first.num_drafts > 0 and second.num_drafts > 0
+    assert first + second == greedy_runs["ngram_both"]
+    equality.check_runs(greedy_runs["ngram"], greedy_runs["ngram_again"]).require("a second run")
 
 
 def test_plain_python_lookup_predicts_vllm(greedy_runs, lesson_prompts):
