@@ -3,7 +3,8 @@
 ``provide(name)`` answers a profile's ``local:<name>`` drafter reference with a folder:
 
 - the trained drafter shipped in ``data/drafters/<method>/`` when there is one (its
-  ``card.json`` says how it was trained and what acceptance vLLM measured with it);
+  ``card.json`` says how it was trained and what acceptance vLLM measured with it), assembled
+  into the cache by ``loadable`` (see "How the trained drafters are stored" below);
 - otherwise a randomly initialised drafter of the same shape, built once into the cache
   (deterministic seed, labelled ``"trained": false`` in its card). It loads and runs, so a
   lesson works end to end, but its acceptance is near zero: an untrained drafter is pure cost.
@@ -11,9 +12,7 @@
 Each method wants its own layout (read from vLLM's model files):
 
 - ``draft_model``: a complete Llama model with the target's tokenizer and vocabulary. vLLM does
-  not share the target's embedding with a draft model, so the shipped folder holds only the
-  trained layers and ``provide`` adds the target's (frozen) embedding when it assembles the
-  folder in the cache; that keeps the shipped weights small.
+  not share the target's embedding with a draft model, so the folder it loads carries a copy.
 - ``eagle``: one Llama decoder layer without its input norm plus ``fc`` (2h -> h). Without
   ``embed_tokens`` and ``lm_head`` in the checkpoint vLLM shares the target's.
 - ``eagle3``: ``midlayer.*`` (attention over [embedding; hidden], 2h wide), ``fc`` fusing three
@@ -24,10 +23,24 @@ Each method wants its own layout (read from vLLM's model files):
   Which target layers feed it is stored in its config (``eagle_aux_hidden_state_layer_ids``):
   vLLM reads it from there, so callers pass nothing extra.
 - ``medusa``: residual blocks per head and one lm_head (``original_lm_head``). vLLM gives Medusa
-  no access to the target's lm_head, so the folder carries a copy; the shipped folder holds only
-  the blocks and ``provide`` adds the target's matrix, as for the draft model.
+  no access to the target's lm_head, so the folder carries a copy.
 - ``mtp`` (``tiny-mtp``): not a drafter but a whole tiny DeepSeek-V3-style target with one
   MTP layer (SmolLM2's tokenizer, random weights): SmolLM2 has no MTP layers to draft with.
+
+How the trained drafters are stored. Training (:mod:`speclab.train`) writes a bf16
+``model.safetensors`` that vLLM loads. ``data/drafters/<method>/`` keeps them smaller, in
+``model.int8.safetensors`` (written by ``pack``):
+
+- each weight matrix as int8 with one float32 scale per output row (the row's largest
+  magnitude / 127, in ``<name>.scale``): half the bytes of bf16, and each weight within half a
+  step (row max / 254) of the trained one; norms and ``d2t`` stay as they are;
+- without what the target supplies: the draft model's embedding and Medusa's lm_head (SmolLM2's
+  embedding, which is also its lm_head), and EAGLE-3's lm_head (the target's rows ``i + d2t[i]``:
+  its draft vocabulary's rows were frozen in training).
+
+``loadable`` turns such a folder back into one vLLM loads, once, in the cache: weights
+dequantized to bf16, the target's matrices added. A packed drafter's ``card.json`` says so
+(``storage``).
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .models import REPO_ROOT, atomic_folder, cache_dir, fetch_smollm2, is_complete
+from .models import COMPLETE, REPO_ROOT, atomic_folder, cache_dir, fetch_smollm2, is_complete
 from .profiles import SpeclabError
 
 SHIPPED_DIR = REPO_ROOT / "data" / "drafters"
@@ -54,10 +67,15 @@ NAMES = {
 EAGLE3_AUX_LAYERS = (2, 15, 27)
 DRAFT_MODEL_LAYERS = 2
 MEDUSA_HEADS = 3
-WEIGHTS = "model.safetensors"
+WEIGHTS = "model.safetensors"  # what vLLM loads (bf16)
+PACKED = "model.int8.safetensors"  # how data/drafters stores trained weights (``pack``); vLLM cannot load it
 # Bump when a builder's layout changes: cached drafters from an older builder are then rebuilt.
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
+# Bump when the packed layout or the assembly changes: folders ``loadable`` assembled are then rebuilt.
+PACK_VERSION = 1
 CARD = "card.json"
+SOURCE = "speclab-source.json"  # in an assembled folder: what it was made from (``_source_stamp``)
+EMBED = "model.embed_tokens.weight"
 
 
 def method_of(name: str) -> str:
@@ -73,9 +91,10 @@ def eagle3_aux_layers() -> list[int]:
 
 
 def shipped(method: str) -> Path | None:
-    """The trained drafter folder in ``data/drafters/<method>/``, if one is shipped."""
+    """The trained drafter folder in ``data/drafters/<method>/``, if one is shipped (packed or bf16)."""
     folder = SHIPPED_DIR / method
-    if all((folder / f).is_file() for f in ("config.json", WEIGHTS, CARD)):
+    if all((folder / f).is_file() for f in ("config.json", CARD)) and any(
+            (folder / f).is_file() for f in (PACKED, WEIGHTS)):
         return folder
     return None
 
@@ -100,37 +119,145 @@ def provide(name: str, force: bool = False) -> Path:
 
 
 def loadable(method: str, folder: str | Path, force: bool = False) -> Path:
-    """A folder vLLM loads for a drafter saved by :mod:`speclab.train`.
+    """A folder vLLM loads for a drafter saved by :mod:`speclab.train` or packed by :func:`pack`.
 
-    EAGLE heads load as saved. A draft model and Medusa heads are saved without the target's
-    embedding / lm_head (vLLM gives them no access to the target's, and it would triple the
-    file): here they get it back, in a cache folder keyed by the source folder.
+    A bf16 folder with every tensor vLLM needs loads as saved (EAGLE heads, as training writes
+    them). Any other is assembled into a cache folder keyed by the source folder: weights
+    dequantized to bf16, plus the matrices a drafter takes from the target (``target_matrix``).
+    It is rebuilt when the source's files change (``_source_stamp``).
     """
     folder = Path(folder)
-    if method not in NEEDS_TARGET_MATRIX or _has_matrix(method, folder):
+    if not (folder / PACKED).is_file() and _has_target_matrix(method, folder):
         return folder
     import hashlib
 
     key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
     final = cache_dir() / "drafters" / f"{method}-{key}"
-    if force or not (is_complete(final) and _same_card(final, folder)):
+    stamp = _source_stamp(folder)
+    if force or not (is_complete(final) and _read_json(final / SOURCE) == stamp):
         with atomic_folder(final) as out:
             assemble(method, folder, out)
+            (out / SOURCE).write_text(json.dumps(stamp, indent=2) + "\n")
     return final
 
 
-NEEDS_TARGET_MATRIX = {"draft_model": "model.embed_tokens.weight", "medusa": "lm_heads.0.weight"}
+# What a drafter takes from the target, so that a saved folder need not carry it. SmolLM2 ties its
+# lm_head to its embedding: the draft model's embedding and Medusa's lm_head are that matrix, and an
+# EAGLE-3 head with its own draft vocabulary (``d2t``) has the target's rows i + d2t[i] as its lm_head
+# (frozen in training; without ``d2t`` it shares the target's lm_head in vLLM and carries none).
+NEEDS_TARGET_MATRIX = {"draft_model": EMBED, "medusa": "lm_heads.0.weight", "eagle3": "lm_head.weight"}
 
 
-def _has_matrix(method: str, folder: Path) -> bool:
+def _target_matrix_name(method: str, names) -> str | None:
+    if method == "eagle3" and "d2t" not in names:
+        return None
+    return NEEDS_TARGET_MATRIX.get(method)
+
+
+def target_matrix(method: str, tensors: dict) -> dict:
+    """``{name: matrix}`` that this drafter takes from the target (empty if none)."""
+    name = _target_matrix_name(method, tensors)
+    if name is None:
+        return {}
+    embed = target_weights(EMBED)[EMBED]
+    if method == "eagle3":
+        import torch
+
+        d2t = tensors["d2t"]
+        embed = embed[torch.arange(len(d2t)) + d2t]
+    return {name: embed}
+
+
+def _has_target_matrix(method: str, folder: Path) -> bool:
     from safetensors import safe_open
 
     with safe_open(str(folder / WEIGHTS), framework="pt") as f:
-        return NEEDS_TARGET_MATRIX[method] in f.keys()
+        names = set(f.keys())
+    name = _target_matrix_name(method, names)
+    return name is None or name in names
 
 
-def _same_card(folder: Path, source: Path) -> bool:
-    return read_card(folder) == read_card(source)
+def _source_stamp(folder: Path) -> dict:
+    """Size and modification time of the source's files: an assembled folder is reused only while they match."""
+    files = {}
+    for name in ("config.json", CARD, PACKED, WEIGHTS):
+        if (folder / name).is_file():
+            st = (folder / name).stat()
+            files[name] = [st.st_size, st.st_mtime_ns]
+    return {"source": str(folder.resolve()), "pack_version": PACK_VERSION, "files": files}
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+# ---------------------------------------------------------------- compact storage (data/drafters)
+
+def quantize(w):
+    """int8 rows and one float32 scale per row: w ~ q * scale[:, None], within scale / 2 per weight."""
+    import torch
+
+    w = w.float()
+    scale = w.abs().amax(dim=1) / 127
+    q = torch.round(w / torch.where(scale > 0, scale, 1.0)[:, None]).clamp(-127, 127).to(torch.int8)
+    return q, scale
+
+
+def dequantize(q, scale):
+    import torch
+
+    return (q.float() * scale[:, None]).to(torch.bfloat16)
+
+
+def pack(folder: str | Path, out: str | Path) -> Path:
+    """Store a trained bf16 drafter as ``data/drafters`` ships it: ``PACKED`` + config.json + card.json.
+
+    Every 2-D float tensor becomes int8 rows with a float32 scale each (``quantize``; the scale under
+    ``<name>.scale``), about half of bf16's bytes; 1-D tensors (norms) and integer ones (``d2t``) stay
+    as they are. A matrix equal to what the target supplies (``target_matrix``) is left out.
+    ``loadable`` makes a folder vLLM loads out of it again. ``out`` may be ``folder`` itself.
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder, out = Path(folder), Path(out)
+    if not (folder / WEIGHTS).is_file():
+        raise SpeclabError(f"nothing to pack: {folder} has no {WEIGHTS} (a packed folder holds {PACKED})")
+    card, config = read_card(folder), (folder / "config.json").read_text()
+    method = card["method"]
+    tensors = load_file(str(folder / WEIGHTS))
+    derived = target_matrix(method, tensors)
+    packed = {}
+    for name, t in tensors.items():
+        if name in derived and torch.equal(t, derived[name]):
+            continue
+        if t.is_floating_point() and t.dim() == 2:
+            packed[name], packed[f"{name}.scale"] = quantize(t)
+        else:
+            packed[name] = t
+    how = "rebuilt from the target's embedding and d2t" if method == "eagle3" else "the target's embedding"
+    card["storage"] = (f"{PACKED}: int8 with one float32 scale per output row (row absmax / 127), 1-D and "
+                       "integer tensors as trained; speclab.drafters.loadable dequantizes it to bf16"
+                       + "".join(f" and adds {name}, {how}" for name in derived if name not in packed))
+    with atomic_folder(out) as scratch:
+        save_file({k: v.contiguous() for k, v in packed.items()}, str(scratch / PACKED),
+                  metadata={"format": "pt", "speclab_pack_version": str(PACK_VERSION)})
+        (scratch / "config.json").write_text(config)
+        (scratch / CARD).write_text(json.dumps(card, indent=2) + "\n")
+    (out / COMPLETE).unlink(missing_ok=True)  # a shipped folder needs no cache marker
+    return out
+
+
+def read_weights(folder: str | Path) -> dict:
+    """A saved drafter's tensors in bf16: its ``model.safetensors``, or its packed file dequantized."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if not (folder / PACKED).is_file():
+        return load_file(str(folder / WEIGHTS))
+    packed = load_file(str(folder / PACKED))
+    return {name: dequantize(t, packed[f"{name}.scale"]) if f"{name}.scale" in packed else t
+            for name, t in packed.items() if not name.endswith(".scale")}
 
 
 # ---------------------------------------------------------------- helpers shared with train.py
@@ -239,7 +366,7 @@ def build_random_draft_model(out: Path) -> None:
     for i in range(DRAFT_MODEL_LAYERS):
         tensors.update(_layer(gen, f"model.layers.{i}", h, inter, q, kv))
     tensors["model.norm.weight"] = _ones(h)
-    tensors["model.embed_tokens.weight"] = target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
+    tensors[EMBED] = target_weights(EMBED)[EMBED]
     write_folder(out, cfg, tensors, random_card("draft_model", "random layers with the target's embedding: "
                                                 "loads and runs, proposes tokens the target rarely accepts"))
     copy_tokenizer(out)
@@ -284,19 +411,21 @@ def build_random_medusa(out: Path) -> None:
     gen, h = _generator(), cfg["hidden_size"]
     tensors = {f"blocks.{i}.layers.{j}.weight": _randn(gen, h, h)
                for i in range(cfg["num_heads"]) for j in range(cfg["num_hidden_layers"])}
-    tensors["lm_heads.0.weight"] = target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
+    tensors["lm_heads.0.weight"] = target_weights(EMBED)[EMBED]
     write_folder(out, cfg, tensors, random_card("medusa", "random residual blocks over the target's lm_head: "
                                                 "loads and runs, proposes tokens the target rarely accepts"))
 
 
 # A tiny DeepSeek-V3-style model: dense MLA layers (no MoE), one MTP layer. The CPU attention
 # backend needs a supported head size: MLA's kv_lora_rank + qk_rope_head_dim = 512 + 64 = 576.
+# MLA attention dims as DeepSeek-V3 has them (128 / 64 / 128): the GPU build's MLA prefill kernels
+# accept no others, and the CPU build runs them too.
 TINY_MTP = {
     "hidden_size": 256, "num_hidden_layers": 2, "num_nextn_predict_layers": 1, "num_attention_heads": 4,
     "num_key_value_heads": 4, "intermediate_size": 512, "moe_intermediate_size": 128,
     "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 8,
-    "q_lora_rank": None, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 64,
-    "v_head_dim": 64, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+    "q_lora_rank": None, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+    "v_head_dim": 128, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
     "topk_method": "noaux_tc", "n_group": 1, "topk_group": 1, "routed_scaling_factor": 1.0,
     "norm_topk_prob": True, "scoring_func": "sigmoid", "hidden_act": "silu", "tie_word_embeddings": False,
 }
@@ -344,17 +473,16 @@ def build_tiny_mtp(out: Path) -> None:
 
 
 def assemble(method: str, source: Path, out: Path) -> None:
-    """Saved drafter weights + the target's embedding matrix (SmolLM2 ties it to its lm_head)."""
-    from safetensors.torch import load_file
-
-    tensors = load_file(str(Path(source) / WEIGHTS))
-    embed = target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
-    tensors[NEEDS_TARGET_MATRIX[method]] = embed
+    """A bf16 folder vLLM loads: the saved weights (dequantized if packed) + the target's matrix."""
+    tensors = read_weights(source)
+    for name, matrix in target_matrix(method, tensors).items():
+        tensors.setdefault(name, matrix)
     config = json.loads((Path(source) / "config.json").read_text())
     if method == "draft_model":
         config["tie_word_embeddings"] = True
     write_folder(out, config, tensors, read_card(source))
-    copy_tokenizer(out)
+    if method == "draft_model":  # a whole model: with the tokenizer it also loads on its own
+        copy_tokenizer(out)
 
 
 BUILDERS = {"draft_model": build_random_draft_model, "eagle": build_random_eagle, "eagle3": build_random_eagle3,

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 from safetensors import safe_open
 
 from speclab import configs, drafters, train
@@ -41,7 +42,6 @@ def test_eagle_heads_share_the_targets_embedding_and_lm_head():
 
 def test_eagle3_draft_vocabulary_maps_onto_the_targets_rows():
     """A head with its own draft vocabulary: lm_head row i is the target's row for token i + d2t[i]."""
-    import torch
     from safetensors.torch import load_file
 
     folder = drafters.provide("drafter-eagle3")
@@ -62,21 +62,106 @@ def test_eagle3_draft_vocabulary_maps_onto_the_targets_rows():
 SHIPPED_FLOOR = {"draft_model": 1.8, "eagle": 2.0, "eagle3": 2.2, "medusa": 1.4}
 
 
+def vllm_tensor_names(method, cfg):
+    """The tensors vLLM 0.32 reads for each method (Hugging Face names), for a shipped drafter's config."""
+    def layer(prefix, input_norm=True):
+        names = {f"{prefix}.self_attn.{p}_proj.weight" for p in "qkvo"} | {
+            f"{prefix}.mlp.{p}_proj.weight" for p in ("gate", "up", "down")} | {f"{prefix}.post_attention_layernorm.weight"}
+        return names | ({f"{prefix}.input_layernorm.weight"} if input_norm else set())
+
+    if method == "draft_model":
+        return set().union(*(layer(f"model.layers.{i}") for i in range(cfg["num_hidden_layers"]))) | {
+            "model.norm.weight", "model.embed_tokens.weight"}
+    if method == "eagle":
+        return layer("layers.0", input_norm=False) | {"fc.weight"}
+    if method == "eagle3":
+        own_head = {"lm_head.weight", "d2t"} if cfg["draft_vocab_size"] < cfg["vocab_size"] else set()
+        return layer("midlayer") | {"midlayer.hidden_norm.weight", "norm.weight", "fc.weight"} | own_head
+    return {f"blocks.{i}.layers.{j}.weight" for i in range(cfg["num_heads"]) for j in range(cfg["num_hidden_layers"])
+            } | {"lm_heads.0.weight"}
+
+
 @pytest.mark.parametrize("method", train.TRAIN_METHODS)
-def test_shipped_drafters_are_trained_small_bf16_and_measured(method):
+def test_shipped_drafters_are_trained_packed_and_measured(method):
     from safetensors.torch import load_file
 
     folder = drafters.shipped(method)
     assert folder is not None, f"no trained {method} in data/drafters/{method}/"
-    weights = folder / drafters.WEIGHTS
-    assert weights.stat().st_size < 20e6
-    assert {str(t.dtype) for t in load_file(str(weights)).values() if t.is_floating_point()} == {"torch.bfloat16"}
+    assert sorted(f.name for f in folder.iterdir()) == ["card.json", "config.json", drafters.PACKED]
+    packed = folder / drafters.PACKED
+    assert packed.stat().st_size < 10e6
+    tensors = load_file(str(packed))
+    for name, t in tensors.items():  # int8 matrices with a float32 scale per row; norms bf16; d2t int64
+        if name.endswith(".scale"):
+            assert t.dtype == torch.float32 and tensors[name.removesuffix(".scale")].shape[0] == t.shape[0]
+        elif t.dim() == 2:
+            assert t.dtype == torch.int8 and f"{name}.scale" in tensors
+        else:
+            assert t.dtype in (torch.bfloat16, torch.int64), (name, t.dtype)
+    assert not {"model.embed_tokens.weight", "lm_head.weight", "lm_heads.0.weight"} & set(tensors)  # the target's
     card = drafters.read_card(folder)
-    assert card["trained"] is True and card["method"] == method
+    assert card["trained"] is True and card["method"] == method and "int8" in card["storage"]
     measured = card["acceptance"]
     assert measured["k"] == 3 and measured["prompt_set"] == "data/prompts/heldout.jsonl" and measured["temperature"] == 0
     assert measured["outputs_identical"] is True
     assert len(measured["per_position_rates"]) == 3 and measured["acceptance_length"] > SHIPPED_FLOOR[method]
+    # what vLLM gets: a bf16 model.safetensors with every tensor it reads
+    vllm_folder = drafters.loadable(method, folder)
+    cfg = json.loads((vllm_folder / "config.json").read_text())
+    weights = load_file(str(vllm_folder / drafters.WEIGHTS))
+    assert set(weights) == vllm_tensor_names(method, cfg)
+    assert {t.dtype for t in weights.values() if t.is_floating_point()} == {torch.bfloat16}
+
+
+def random_eagle3_folder(folder, seed=0):
+    """A small bf16 EAGLE-3-like folder: matrices with rows of very different sizes (one all zero),
+    a norm, and a draft vocabulary whose lm_head is the target's rows."""
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randn(48, 40, generator=gen) * torch.logspace(-4, 0, 48)[:, None]
+    w[7] = 0
+    ids = torch.sort(torch.randperm(49152, generator=gen)[:16]).values
+    embed = drafters.target_weights(drafters.EMBED)[drafters.EMBED]
+    tensors = {"fc.weight": w.to(torch.bfloat16), "norm.weight": torch.rand(40, generator=gen).to(torch.bfloat16),
+               "d2t": ids - torch.arange(16), "lm_head.weight": embed[ids]}
+    folder.mkdir(parents=True)
+    save_file(tensors, str(folder / drafters.WEIGHTS))
+    (folder / "config.json").write_text(json.dumps({"draft_vocab_size": 16}))
+    (folder / "card.json").write_text(json.dumps({"method": "eagle3", "trained": True}))
+    return tensors
+
+
+def test_pack_then_loadable_gives_the_weights_back_within_int8_rounding(tmp_path):
+    from safetensors.torch import load_file
+
+    original = random_eagle3_folder(tmp_path / "bf16")
+    drafters.pack(tmp_path / "bf16", tmp_path / "packed")
+    packed = load_file(str(tmp_path / "packed" / drafters.PACKED))
+    assert set(packed) == {"fc.weight", "fc.weight.scale", "norm.weight", "d2t"}  # lm_head: the target's rows
+    assert "d2t" in drafters.read_card(tmp_path / "packed")["storage"]
+    back = load_file(str(drafters.loadable("eagle3", tmp_path / "packed") / drafters.WEIGHTS))
+    assert set(back) == set(original)
+    w, deq = original["fc.weight"].float(), back["fc.weight"].float()
+    rowmax = w.abs().amax(dim=1, keepdim=True)
+    # half an int8 step of the row, plus rounding the result to bf16 (8 significant bits)
+    assert bool(((w - deq).abs() <= rowmax / 254 * (1 + 1e-4) + deq.abs() * 2 ** -8).all())
+    assert bool((deq[7] == 0).all()) and back["fc.weight"].dtype == torch.bfloat16
+    for name in ("norm.weight", "d2t", "lm_head.weight"):  # kept as trained, or rebuilt bit for bit
+        assert torch.equal(back[name], original[name]), name
+
+
+def test_an_assembled_folder_is_rebuilt_when_its_source_changes(tmp_path):
+    from safetensors.torch import load_file
+
+    random_eagle3_folder(tmp_path / "a", seed=0)
+    b = random_eagle3_folder(tmp_path / "b", seed=1)
+    drafters.pack(tmp_path / "a", tmp_path / "packed")
+    first = drafters.loadable("eagle3", tmp_path / "packed")
+    assert drafters.loadable("eagle3", tmp_path / "packed") == first  # reused while nothing changed
+    drafters.pack(tmp_path / "b", tmp_path / "packed")  # the same card and file size, other weights
+    again = drafters.loadable("eagle3", tmp_path / "packed")
+    assert torch.equal(load_file(str(again / drafters.WEIGHTS))["d2t"], b["d2t"])
 
 
 @pytest.mark.parametrize("method", train.TRAIN_METHODS)
