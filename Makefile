@@ -1,6 +1,7 @@
 # speclab: two commands do all the set-up on a fresh machine.
 #   make run    creates .venv, installs, provisions the default model, executes the notebook series
 #   make test   creates .venv if needed, installs, runs the test suite
+#   make test-gpu  the lessons on the GPU profiles, under nbval (on a machine with an NVIDIA GPU)
 # SPECLAB_DEVICE=cpu|cuda overrides the GPU detection (default: cuda when nvidia-smi sees a GPU).
 
 PYTHON ?= python3
@@ -12,7 +13,7 @@ PYTEST_ARGS ?=
 STAMP := $(VENV)/.speclab-installed-$(SPECLAB_DEVICE)
 PY := $(VENV)/bin/python
 
-.PHONY: env run test test-fast clean
+.PHONY: env run test test-fast test-gpu clean
 env: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -39,6 +40,10 @@ run: env
 test: env
 	$(VENV)/bin/speclab models fetch
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-gpu: env
+	$(VENV)/bin/speclab models fetch
+	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
 
 test-fast: env
 	$(PY) -m pytest -m "not engine and not server and not notebook" $(PYTEST_ARGS)

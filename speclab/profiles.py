@@ -32,6 +32,24 @@ class Profile:
     def drafter(self, method: str) -> str | None:
         return self.drafters.get(method)
 
+    def by_device(self, cpu, gpu):
+        """A lesson default that depends on the device: ``cpu`` on a CPU profile, ``gpu`` on a GPU one."""
+        return cpu if self.device == "cpu" else gpu
+
+    @property
+    def offline(self) -> bool:
+        """True when speclab provisions every model itself (no Hugging Face download)."""
+        return self.target.startswith("local:")
+
+
+# SmolLM2's drafters, trained by speclab and shipped in data/drafters (tiny-mtp: a random stand-in)
+TINY_DRAFTERS = {
+    "draft_model": "local:drafter-draft_model",
+    "eagle": "local:drafter-eagle",
+    "eagle3": "local:drafter-eagle3",
+    "medusa": "local:drafter-medusa",
+    "mtp": "local:tiny-mtp",
+}
 
 PROFILES: dict[str, Profile] = {
     p.name: p
@@ -41,13 +59,14 @@ PROFILES: dict[str, Profile] = {
             device="cpu",
             target="local:smollm2-135m-instruct",
             description="SmolLM2-135M-Instruct on the CPU, offline (from PyPI); drafters built for it by speclab",
-            drafters={
-                "draft_model": "local:drafter-draft_model",
-                "eagle": "local:drafter-eagle",
-                "eagle3": "local:drafter-eagle3",
-                "medusa": "local:drafter-medusa",
-                "mtp": "local:tiny-mtp",
-            },
+            drafters=TINY_DRAFTERS,
+        ),
+        Profile(
+            name="gpu-tiny",
+            device="cuda",
+            target="local:smollm2-135m-instruct",
+            description="SmolLM2-135M-Instruct on a GPU with the same drafters as cpu-tiny: offline, no token",
+            drafters=TINY_DRAFTERS,
         ),
         Profile(
             name="gpu-llama8b",

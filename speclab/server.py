@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import configs
-from .engine import CPU_DEFAULTS, CPU_KVCACHE_GIB, GPU_DEFAULTS, resolve_drafter
+from .engine import CPU_KVCACHE_GIB, engine_device, engine_kwargs
 from .models import cache_dir, resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, Profile, SpeclabError, get_profile, require_device
 
@@ -62,14 +62,17 @@ def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative
                 port: int, enforce_eager: bool = False, extra_args=()) -> list[str]:
     """The command line that starts the server (the same defaults as ``speclab.engine``)."""
     profile = get_profile(profile)
-    argv = [sys.executable, "-m", ENTRY_POINT, "--model", resolve_model(profile.target),
+    kwargs = engine_kwargs(profile, speculative_config, device=engine_device())
+    argv = [sys.executable, "-m", ENTRY_POINT, "--model", kwargs.pop("model"),
             "--served-model-name", served_name(profile), "--host", HOST, "--port", str(port)]
-    for key, value in (CPU_DEFAULTS if profile.device == "cpu" else GPU_DEFAULTS).items():
+    kwargs.pop("disable_log_stats")  # a server logs stats unless told otherwise
+    speculative = kwargs.pop("speculative_config", None)
+    for key, value in kwargs.items():
         argv += [_flag(key), str(value)]
     if enforce_eager:
         argv.append("--enforce-eager")
-    if speculative_config is not None:
-        argv += ["--speculative-config", json.dumps(resolve_drafter(speculative_config))]
+    if speculative is not None:
+        argv += ["--speculative-config", json.dumps(speculative)]
     return argv + [str(a) for a in extra_args]  # last: vLLM's parser lets a later flag win
 
 
@@ -224,7 +227,7 @@ def default_log_path(port: int) -> Path:
 
 def _server_env(profile: Profile) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOGGING_COLOR="0")  # a log file, not a terminal
-    if profile.device == "cpu":
+    if engine_device() == "cpu":
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
     return env
 

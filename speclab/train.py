@@ -57,7 +57,8 @@ DEFAULT_STEPS = {"eagle": 9000, "eagle3": 8400, "draft_model": 7000, "medusa": 6
 SHIPPED_STOP_AFTER = {"eagle": None, "eagle3": None, "draft_model": None, "medusa": None}
 DEFAULT_LR = {"eagle": 1e-3, "eagle3": 1e-3, "draft_model": 3e-4, "medusa": 1e-3}
 EAGLE3_DRAFT_VOCAB = 8192  # the shipped EAGLE-3 head's own lm_head: the 8192 most frequent tokens of the data
-# (4096 left 12% of held-out answer tokens undraftable, 8192 leaves 7%, and the file stays under 20 MB)
+# (4096 left 12% of held-out answer tokens undraftable, 8192 leaves 7%). Its rows are the target's: data/drafters
+# keeps only d2t, and drafters.loadable rebuilds the matrix.
 MEDUSA_LAYERS = 8  # residual blocks per Medusa head (vLLM's num_hidden_layers): 1 -> 8 took held-out 1.40 -> 1.46
 # How many times each answer to a hand-written train prompt is seen per pass: they resemble the held-out
 # prompts, and the self-written and passage prompts outnumber them six to one. At 3, two-block Medusa heads
@@ -419,12 +420,12 @@ class Sequence:
     greedy: "torch.Tensor | None" = None  # [L] the target's argmax after each place: the token greedy verification accepts
 
 
-def load_target():
+def load_target(device: str = "cpu"):
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(fetch_smollm2(quiet=True)), dtype=torch.float32)
-    return model.eval()
+    return model.to(device).eval()
 
 
 def features_for(method: str, rows: list[dict], model=None, **kw) -> list[Sequence]:
@@ -437,7 +438,8 @@ def features_for(method: str, rows: list[dict], model=None, **kw) -> list[Sequen
 
 
 def target_features(rows: list[dict], model=None, aux_layers=drafters.EAGLE3_AUX_LAYERS,
-                    max_len: int = MAX_LEN, batch_size: int = 16, keep_final: bool = True) -> list[Sequence]:
+                    max_len: int = MAX_LEN, batch_size: int = 16, keep_final: bool = True,
+                    device: str = "cpu") -> list[Sequence]:
     """Run the target over each prompt + answer; keep the hidden states the drafters read and the
     target's own greedy choice after every place (the label: under greedy verification a draft
     token is accepted exactly when it is that choice, whatever token the text has there).
@@ -447,7 +449,7 @@ def target_features(rows: list[dict], model=None, aux_layers=drafters.EAGLE3_AUX
     """
     import torch
 
-    model = model or load_target()
+    model = model or load_target(device)
     device = next(model.parameters()).device
     ids_of = [torch.tensor((r["prompt_ids"] + r["answer_ids"])[:max_len]) for r in rows]
     order = sorted(range(len(rows)), key=lambda i: len(ids_of[i]))
@@ -1038,7 +1040,11 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
 
 
 def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: float, **settings) -> Path:
-    """Weights in bf16 (the dtype the CPU profile runs), config.json, and a card without acceptance yet."""
+    """Weights in bf16 (the dtype the CPU profile runs), config.json, and a card without acceptance yet.
+
+    A drafter saved into ``data/drafters/<method>`` is then stored packed, as the repository ships
+    it (``drafters.pack``; ``drafters.loadable`` assembles it for vLLM); anywhere else it stays bf16.
+    """
     import torch
 
     from .models import atomic_folder
@@ -1089,25 +1095,29 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
     with atomic_folder(out) as scratch:
         drafters.write_folder(scratch, model.config(), tensors, card)
     (out / ".complete").unlink(missing_ok=True)  # a shipped folder needs no cache marker
+    if Path(out).resolve().parent == drafters.SHIPPED_DIR.resolve():
+        drafters.pack(out, out)
     return out
 
 
 # ---------------------------------------------------------------- acceptance, measured with vLLM
 
 def evaluate(folders: dict, *, k: int = 3, prompts: str = "heldout", num_prompts: int | None = None,
-             output_len: int = 128, enforce_eager: bool = False, write_card: bool = True, log=None) -> dict:
+             output_len: int = 128, enforce_eager: bool = False, write_card: bool = True, log=None,
+             profile: str = "cpu-tiny") -> dict:
     """Acceptance with vLLM for ``{name: folder}``: one baseline, then each drafter (greedy).
 
     The method is the card's (or the name, for a folder without one). Writes the measurement
     into each folder's card.json (``acceptance``) and returns them by name.
     """
     from . import bench, configs
+    from .envcheck import device_name
     from .report import write_json
 
-    records, inputs = bench.prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
+    records, inputs = bench.prompt_inputs(profile, prompts, num_prompts=num_prompts)
     methods = {name: drafters.read_card(f).get("method", name) for name, f in folders.items()}
     cfgs = [configs.build(methods[n], k=k, model=str(drafters.loadable(methods[n], f))) for n, f in folders.items()]
-    results = bench.sweep("cpu-tiny", cfgs, inputs, bench.greedy(output_len), dataset=f"data/prompts/{prompts}.jsonl",
+    results = bench.sweep(profile, cfgs, inputs, bench.greedy(output_len), dataset=f"data/prompts/{prompts}.jsonl",
                           enforce_eager=enforce_eager, log=log)
     out = {}
     for (name, folder), result in zip(folders.items(), results):
@@ -1120,22 +1130,14 @@ def evaluate(folders: dict, *, k: int = 3, prompts: str = "heldout", num_prompts
             "per_position_rates": [round(r, 4) for r in s.counters.per_position_rates],
             "tokens_per_s": round(s.output_tokens_per_s, 2), "baseline_tokens_per_s": round(b.output_tokens_per_s, 2),
             "speedup": round(result.speedup, 3), "outputs_identical": result.outputs_identical,
-            "device": _cpu_name(),
+            "greedy_ok": result.greedy_check.ok,
+            "device": device_name(),
         }
         if write_card:
             card = drafters.read_card(folder)
             card["acceptance"] = out[name]
             write_json(Path(folder) / drafters.CARD, card)
     return out
-
-
-def _cpu_name() -> str:
-    import os
-    import platform
-
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                 platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
-    return f"CPU: {os.cpu_count()} cores, {model}"
 
 
 def main(argv=None) -> None:

