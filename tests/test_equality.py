@@ -55,3 +55,9 @@ def test_threshold_is_strict_and_unknown_margins_fail():
 def test_outputs_of_different_prompt_counts_are_refused():
     with pytest.raises(ValueError, match="2 baseline outputs but 1"):
         equality.compare([[1], [2]], [[1]])
+
+
+def test_margin_drift_compares_only_where_the_texts_agree():
+    base = SimpleNamespace(token_ids=[[1, 2, 3], [4, 5]], margins=[[2.0, 0.5, 3.0], [1.0, float("inf")]])
+    spec = SimpleNamespace(token_ids=[[1, 9, 9], [4, 5]], margins=[[2.25, 0.0, 0.0], [0.875, float("inf")]])
+    assert equality.margin_drift(base, spec) == pytest.approx([0.25, 0.125])  # prompt 0 stops at its divergence
