@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from functools import cached_property
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -124,7 +125,7 @@ class BenchResult:
             return None
         return metrics.speedup(self.speculative.output_tokens_per_s, self.baseline.output_tokens_per_s)
 
-    @property
+    @cached_property  # report(), to_dict() and table() each read it more than once
     def greedy_check(self) -> equality.GreedyCheck | None:
         """Greedy runs must agree up to rounding at near-ties; sampled runs are not expected to."""
         if self.baseline is None or self.temperature != 0:
