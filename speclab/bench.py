@@ -15,7 +15,7 @@ from functools import cached_property
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import configs, equality, metrics
+from . import configs, equality, metrics, weights
 from .engine import open_engine
 from .envcheck import versions
 from .profiles import Profile, get_profile
@@ -118,6 +118,7 @@ class BenchResult:
     speculative: RunStats
     baseline: RunStats | None = None
     environment: dict = field(default_factory=dict)
+    weights: str | None = field(default_factory=weights.label)  # None: real weights
 
     @property
     def speedup(self) -> float | None:
@@ -170,7 +171,7 @@ class BenchResult:
     def report(self) -> str:
         """The seed benchmark's report, followed by what it leaves out: the baseline and the speedup."""
         c, s = self.speculative.counters, self.speculative
-        lines = ["-" * 50,
+        lines = ([f"({self.weights})"] if self.weights else []) + ["-" * 50,
                  f"total_num_output_tokens: {s.output_tokens}",
                  f"num_drafts: {c.num_drafts}",
                  f"num_draft_tokens: {c.num_draft_tokens}",
@@ -238,13 +239,15 @@ def compare(profile: str | Profile | None, speculative_config: dict, inputs: lis
 
 
 def prompt_inputs(profile: str | Profile | None, source: str = "mtbench_style", category=None,
-                  num_prompts: int | None = None):
-    """Load a prompt set and render it with the profile target's chat template -> (prompts, inputs)."""
+                  num_prompts: int | None = None, model: str | None = None):
+    """Load a prompt set and render it with the chat template of the profile's target (or of
+    ``model``) -> (prompts, inputs). A model with random weights has no tokenizer of its own:
+    SmolLM2's renders the prompts."""
     from . import data
-    from .models import load_tokenizer, resolve_model
+    from .models import load_tokenizer, tokenizer_path
 
     prompts = data.load_prompts(source, category=category, num_prompts=num_prompts)
-    tokenizer = load_tokenizer(resolve_model(get_profile(profile).target))
+    tokenizer = load_tokenizer(tokenizer_path(profile, model))
     return prompts, data.apply_chat_template(tokenizer, prompts)
 
 

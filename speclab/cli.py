@@ -8,6 +8,7 @@ run, the speedup and a JSON record.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -137,7 +138,7 @@ def _bench_prompts(args, tokenizer):
 
 def cmd_bench(args) -> int:
     from . import bench, configs
-    from .models import load_tokenizer, resolve_model
+    from .models import load_tokenizer, resolve_model, tokenizer_path
     from .profiles import get_profile, require_device
 
     profile = get_profile(_pick_profile(args))
@@ -146,7 +147,7 @@ def cmd_bench(args) -> int:
     target = args.model_dir or resolve_model(profile.target)
     config = bench_config(args, profile)
     configs.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
-    tokenizer = load_tokenizer(target)
+    tokenizer = load_tokenizer(tokenizer_path(profile) if not args.model_dir else target)
     prompts, inputs, source = _bench_prompts(args, tokenizer)
     sampling = bench.greedy(args.output_len, temperature=args.temp, top_p=args.top_p, top_k=args.top_k)
     overrides = dict(enforce_eager=args.enforce_eager, enable_chunked_prefill=args.enable_chunked_prefill or None,
@@ -216,12 +217,17 @@ def _parse_params(pairs: list[list[str]]) -> dict:
 
 
 def cmd_run(args) -> int:
+    from . import weights
     from .models import fetch_smollm2
-    from .profiles import get_profile
+    from .profiles import get_profile, require_device
     from .runner import main_job
 
+    if args.weights:
+        os.environ[weights.ENV] = args.weights  # the notebooks' kernels inherit it
     profile = get_profile(args.profile or None)
-    if profile.offline:
+    require_device(profile)
+    weights.check_profile(profile)
+    if profile.offline or weights.is_random():  # random weights tokenize with SmolLM2
         fetch_smollm2()
     only = args.only.split(",") if args.only else None
     return main_job(profile.name, Path(args.out) if args.out else None, only, _parse_params(args.parameters))
@@ -248,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--profile", default=None)
     r.add_argument("--out", default=None, help="run folder (default runs/<timestamp>)")
     r.add_argument("--only", default=None, help="comma-separated notebook prefixes, e.g. 00,02")
+    r.add_argument("--weights", choices=["real", "random"], default=None,
+                   help="random: a GPU profile's models as their published shapes with random weights "
+                        "(every cell runs offline; timings only). Same as SPECLAB_WEIGHTS=random")
     r.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="a papermill parameter for every notebook (YAML value)")
     r.set_defaults(func=cmd_run)

@@ -16,8 +16,8 @@ import os
 import time
 from pathlib import Path
 
-from . import configs
-from .models import resolve_model
+from . import configs, weights
+from .models import fetch_smollm2, resolve_model
 from .profiles import Profile, get_profile, require_device
 
 # CPU: bf16 weights, a small KV cache (VLLM_CPU_KVCACHE_SPACE, GiB) and short contexts suit a
@@ -57,16 +57,22 @@ def engine_kwargs(profile: Profile, speculative_config: dict | None = None, *, d
     if limit:
         kwargs["max_model_len"] = min(kwargs["max_model_len"], limit)
     kwargs["disable_log_stats"] = False  # LLM() defaults to True, and get_metrics() then fails
+    if weights.is_weightless(kwargs["model"]):  # a shape: random weights, SmolLM2's tokenizer (speclab.weights)
+        kwargs["load_format"] = "dummy"
+        weights.note_loaded()
+        if not overrides.get("skip_tokenizer_init"):
+            kwargs["tokenizer"] = str(fetch_smollm2())
     if speculative_config is not None:
         kwargs["speculative_config"] = resolve_drafter(speculative_config)
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
     return kwargs
 
 
-def resolve_drafter(config: dict) -> dict:
-    """Replace a ``local:`` drafter reference by the folder speclab provisions for it."""
-    if config and str(config.get("model", "")).startswith("local:"):
-        config = dict(config, model=resolve_model(config["model"]))
+def resolve_drafter(config: dict | None) -> dict | None:
+    """Replace a ``local:`` drafter reference by the folder speclab provisions for it (or, with random
+    weights, a Hugging Face id by its shape)."""
+    if config and config.get("model"):
+        config = dict(config, model=resolve_model(str(config["model"])))
     return config
 
 
@@ -108,6 +114,7 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     profile = get_profile(profile)
     require_device(profile)
     target = overrides.get("model") or resolve_model(profile.target)
+    speculative_config = resolve_drafter(speculative_config)
     configs.validate(speculative_config, target=target, tensor_parallel_size=tensor_parallel_size)
     if quiet:  # vLLM's start-up warnings drown a lesson's output; errors still show
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")

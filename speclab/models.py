@@ -20,6 +20,7 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import weights
 from .profiles import Profile, SpeclabError, get_profile
 
 SMOLLM2_NAME = "smollm2-135m-instruct"
@@ -158,8 +159,11 @@ def resolve_model(ref: str) -> str:
     """Turn a profile's model reference into what vLLM's ``model=`` takes.
 
     ``local:<name>`` is provisioned or built on first use; ``shape:<name>`` is a folder holding
-    only a config.json (for dummy weights, see ``speclab.synthetic``); a Hugging Face id passes through.
+    only a config.json (for dummy weights, see ``speclab.synthetic``); a Hugging Face id passes
+    through, or becomes its shape when ``SPECLAB_WEIGHTS=random`` (see ``speclab.weights``).
     """
+    if weights.is_random():
+        ref = weights.shape_for(ref)
     if ref.startswith("shape:"):
         from . import synthetic
 
@@ -198,6 +202,13 @@ def load_tokenizer(model: str):
 
 def target_path(profile: str | Profile | None = None) -> str:
     return resolve_model(get_profile(profile).target)
+
+
+def tokenizer_path(profile: str | Profile | None = None, model: str | None = None) -> str:
+    """Where prompts for a profile's target (or for ``model``) are tokenized: the model itself, or
+    SmolLM2 when it has random weights (a shape carries no tokenizer)."""
+    model = model or target_path(profile)
+    return str(fetch_smollm2()) if weights.is_weightless(model) else model
 
 
 def list_profiles() -> str:

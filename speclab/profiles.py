@@ -32,6 +32,10 @@ class Profile:
     def drafter(self, method: str) -> str | None:
         return self.drafters.get(method)
 
+    def has(self, method: str) -> bool:
+        """True when the profile can run ``method``: n-gram and suffix need no drafter, MTP brings its own model."""
+        return method in ("ngram", "suffix", "mtp") or method in self.drafters
+
     def by_device(self, cpu, gpu):
         """A lesson default that depends on the device: ``cpu`` on a CPU profile, ``gpu`` on a GPU one."""
         return cpu if self.device == "cpu" else gpu
@@ -50,6 +54,9 @@ TINY_DRAFTERS = {
     "medusa": "local:drafter-medusa",
     "mtp": "local:tiny-mtp",
 }
+
+# lesson 05 on a GPU profile: a published model with an MTP layer of its own (a target, not a drafter)
+MTP_MODEL = "XiaomiMiMo/MiMo-7B-RL"
 
 PROFILES: dict[str, Profile] = {
     p.name: p
@@ -77,6 +84,7 @@ PROFILES: dict[str, Profile] = {
                 "draft_model": "meta-llama/Llama-3.2-1B-Instruct",
                 "eagle": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B",
                 "eagle3": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                "mtp": MTP_MODEL,
             },
             gated=True,
         ),
@@ -88,6 +96,7 @@ PROFILES: dict[str, Profile] = {
             drafters={
                 "draft_model": "Qwen/Qwen3-0.6B",
                 "eagle3": "AngelSlim/Qwen3-8B_eagle3",
+                "mtp": MTP_MODEL,
             },
         ),
         Profile(

@@ -14,6 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from . import weights
+
 
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
     path = Path(path)
@@ -63,12 +65,20 @@ def _jsonable(obj):
 
 
 def save_figure(fig, name: str, output_dir: str | Path = ".") -> Path:
-    """Save a matplotlib figure as ``<output_dir>/figures/<name>.png``, atomically."""
+    """Save a matplotlib figure as ``<output_dir>/figures/<name>.png``, atomically.
+
+    A figure measured on random weights says so in its corner (``speclab.weights``)."""
+    if weights.label():
+        fig.text(0.995, 0.005, "random weights: timings only", ha="right", va="bottom", fontsize=7, color="tab:red")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     return write_atomic(Path(output_dir) / "figures" / f"{name}.png", buf.getvalue())
 
 
 def save_results(name: str, data: dict, output_dir: str | Path = ".") -> Path:
-    """Save a notebook's headline numbers as ``<output_dir>/results/<name>.json`` for the run summary."""
+    """Save a notebook's headline numbers as ``<output_dir>/results/<name>.json`` for the run summary.
+
+    Results measured on random weights carry ``"weights": speclab.weights.LABEL``."""
+    if weights.label():
+        data = {"weights": weights.label(), **data}
     return write_json(Path(output_dir) / "results" / f"{name}.json", data)

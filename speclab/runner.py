@@ -92,10 +92,11 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
         log(f"[{i}/{len(books)}] {book.name} {'done' if ok else 'FAILED'} in {seconds:.0f} s" + (f": {error}" if error else ""))
         entries.append({"notebook": book.name, "ok": ok, "seconds": round(seconds, 1), "error": error})
     from .envcheck import versions
+    from .weights import mode
 
     results = _results(run_dir)
     summary = {
-        "profile": profile, "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "profile": profile, "weights": mode(), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "total_seconds": round(time.perf_counter() - started, 1), "environment": versions(),
         "notebooks": entries, "results": results,
         "figures": sorted(str(p.relative_to(run_dir)) for p in (run_dir / "figures").glob("*.png")),
@@ -106,7 +107,8 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
 
 
 def render_report(summary: dict) -> str:
-    lines = [f"# speclab run: profile {summary['profile']}", "",
+    weights = " with random weights (timings only)" if summary.get("weights") == "random" else ""
+    lines = [f"# speclab run: profile {summary['profile']}{weights}", "",
              f"Finished {summary['finished']} in {summary['total_seconds']:.0f} s "
              f"(vLLM {summary['environment'].get('vllm')}, torch {summary['environment'].get('torch')}).", "",
              "| notebook | status | seconds | headline |", "|---|---|---|---|"]

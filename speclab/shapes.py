@@ -30,6 +30,10 @@ SHAPES: dict[str, ShapeInfo] = {
     "smollm2-135m": ShapeInfo("HuggingFaceTB/SmolLM2-135M-Instruct", "model", 134_515_008),
     "eagle-llama3.1-8b": ShapeInfo("yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "eagle"),
     "eagle3-llama3.1-8b": ShapeInfo("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3"),
+    "qwen3-8b": ShapeInfo("Qwen/Qwen3-8B", "model"),
+    "qwen3-0.6b": ShapeInfo("Qwen/Qwen3-0.6B", "model"),
+    "eagle3-qwen3-8b": ShapeInfo("AngelSlim/Qwen3-8B_eagle3", "eagle3"),
+    "mimo-7b": ShapeInfo("XiaomiMiMo/MiMo-7B-RL", "model"),  # a target with one MTP layer (lesson 05)
 }
 
 

@@ -1,11 +1,12 @@
-"""The shape folders: complete Llama configs that transformers and vLLM both accept."""
+"""The shape folders: published configs that transformers and vLLM both accept."""
 
 import pytest
 
 from speclab import shapes
 from speclab.profiles import PROFILES, SpeclabError
 
-EXPECTED = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.2-1b", "smollm2-135m", "eagle-llama3.1-8b", "eagle3-llama3.1-8b"}
+LLAMA = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.2-1b", "smollm2-135m", "eagle-llama3.1-8b", "eagle3-llama3.1-8b"}
+EXPECTED = LLAMA | {"qwen3-8b", "qwen3-0.6b", "eagle3-qwen3-8b", "mimo-7b"}
 
 
 def test_every_shape_is_listed_and_registered():
@@ -22,7 +23,7 @@ def test_shape_dir_accepts_profile_references():
         shapes.shape_dir("llama-9b")
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", sorted(LLAMA))
 def test_configs_are_complete_llama_configs(name):
     from transformers import AutoConfig
 
@@ -41,6 +42,21 @@ def test_published_values():
     assert (c70["num_hidden_layers"], c70["hidden_size"], c70["num_attention_heads"]) == (80, 8192, 64)
     assert shapes.shape_config("eagle3-llama3.1-8b")["draft_vocab_size"] == 32000
     assert shapes.shape_role("eagle-llama3.1-8b") == "eagle" and shapes.shape_role("shape:llama-3.1-8b") == "model"
+
+
+def test_qwen3_and_mimo_shapes():
+    """Qwen3-8B with its 0.6B draft and EAGLE-3 head share a vocabulary; MiMo carries one MTP layer."""
+    from transformers import AutoConfig
+
+    from speclab.configs import has_mtp_layers
+
+    q8, q06, head = (shapes.shape_config(n) for n in ("qwen3-8b", "qwen3-0.6b", "eagle3-qwen3-8b"))
+    assert (q8["num_hidden_layers"], q8["hidden_size"], q8["intermediate_size"], q8["num_key_value_heads"]) == (36, 4096, 12288, 8)
+    assert q8["vocab_size"] == q06["vocab_size"] == head["vocab_size"] == 151936 and head["draft_vocab_size"] == 32000
+    assert head["hidden_size"] == q8["hidden_size"] and shapes.shape_role("eagle3-qwen3-8b") == "eagle3"
+    assert type(AutoConfig.from_pretrained(shapes.shape_dir("qwen3-0.6b"))).__name__ == "Qwen3Config"
+    mimo = AutoConfig.from_pretrained(shapes.shape_dir("mimo-7b"), trust_remote_code=True)  # its config class ships beside it
+    assert mimo.model_type == "mimo" and has_mtp_layers(shapes.shape_config("mimo-7b"))
 
 
 @pytest.fixture
