@@ -25,9 +25,12 @@ def run_cli(*args, timeout=1200):
     (["bench", "--method", "mtp"], "needs a target with MTP layers"),
     (["bench", "--method", "ngram", "--model-dir", "no-org/no-such-model"], "huggingface-cli download no-org/no-such-model"),
     (["migrate"], "usage: speclab migrate"),
+    (["run", "--profile", "cpu-tiny", "--weights", "random"], "random weights are for gpu-llama8b and gpu-qwen3-8b"),
+    (["run", "--profile", "gpu-qwen3-8b", "--weights", "random"], "needs an NVIDIA GPU"),
 ])
 def test_bad_input_one_line_error(args, message, capsys, monkeypatch, target_dir):
     monkeypatch.setenv("SPECLAB_DEVICE", "cpu")
+    monkeypatch.setenv("SPECLAB_WEIGHTS", "real")  # `run --weights` sets it: put it back afterwards
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err

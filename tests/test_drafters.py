@@ -87,20 +87,22 @@ def test_shipped_drafters_are_trained_packed_and_measured(method):
 
     folder = drafters.shipped(method)
     assert folder is not None, f"no trained {method} in data/drafters/{method}/"
-    assert sorted(f.name for f in folder.iterdir()) == ["card.json", "config.json", drafters.PACKED]
-    packed = folder / drafters.PACKED
+    stored = drafters.WEIGHTS if method in drafters.KEEP_BF16 else drafters.PACKED
+    assert sorted(f.name for f in folder.iterdir()) == ["card.json", "config.json", stored]
+    packed = folder / stored
     assert packed.stat().st_size < 10e6
     tensors = load_file(str(packed))
     for name, t in tensors.items():  # int8 matrices with a float32 scale per row; norms bf16; d2t int64
         if name.endswith(".scale"):
             assert t.dtype == torch.float32 and tensors[name.removesuffix(".scale")].shape[0] == t.shape[0]
-        elif t.dim() == 2:
+        elif t.dim() == 2 and method not in drafters.KEEP_BF16:
             assert t.dtype == torch.int8 and f"{name}.scale" in tensors
         else:
             assert t.dtype in (torch.bfloat16, torch.int64), (name, t.dtype)
     assert not {"model.embed_tokens.weight", "lm_head.weight", "lm_heads.0.weight"} & set(tensors)  # the target's
     card = drafters.read_card(folder)
-    assert card["trained"] is True and card["method"] == method and "int8" in card["storage"]
+    assert card["trained"] is True and card["method"] == method
+    assert ("bf16 as trained" if method in drafters.KEEP_BF16 else "int8") in card["storage"]
     measured = card["acceptance"]
     assert measured["k"] == 3 and measured["prompt_set"] == "data/prompts/heldout.jsonl" and measured["temperature"] == 0
     assert measured["outputs_identical"] is True
