@@ -122,3 +122,19 @@ def test_tp2_reference_records_what_vllm_refuses():
     assert tp2[1]["step_ms"] < tp1[1]["step_ms"]  # two GPUs read half the weights each
     refused = [e for e in ref["errors"] if "draft_tp=1" in e["label"] and e["label"].startswith("draft_model")]
     assert refused and "runs the draft with the target's tensor parallel size" in refused[0]["error"]
+
+
+def test_a_point_is_the_median_of_fresh_engines():
+    """Three engines of one config -> per batch size the median timing, each engine's own, and the spread."""
+    from speclab import gpu_sweep
+
+    def engine(tps_1, tps_16):
+        return [{"label": "x", "batch": b, "tokens_per_s": t, "step_ms": 1000 / t, "elapsed_s": 256 / t,
+                 "engine_start_s": 50.0, "acceptance_length": 2.0} for b, t in ((1, tps_1), (16, tps_16))]
+
+    rows = gpu_sweep.median_rows([engine(100.0, 1000.0), engine(120.0, 900.0), engine(90.0, 1100.0)])
+    assert [r["batch"] for r in rows] == [1, 16]
+    assert rows[0]["tokens_per_s"] == 100.0 and rows[1]["tokens_per_s"] == 1000.0
+    assert rows[0]["step_ms"] == 10.0 and rows[0]["acceptance_length"] == 2.0
+    assert [e["tokens_per_s"] for e in rows[0]["engines"]] == [100.0, 120.0, 90.0]
+    assert rows[0]["spread"] == round(120 / 90 - 1, 4) and rows[1]["spread"] == round(1100 / 900 - 1, 4)
