@@ -8,6 +8,7 @@ run, the speedup and a JSON record.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -24,6 +25,64 @@ GPU_REFERENCE_RTOL = 0.02
 # with batching or torch.compile versus eager, which can flip a near-tie token and its continuation.
 CPU_REFERENCE = {"ngram": 2.26}
 CPU_REFERENCE_RTOL = 0.05
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line gets one stderr line (no usage block) and exit code 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise SpeclabError(message)
+
+
+def _check_path_flag(flag: str, value: str | None) -> None:
+    """A flag naming a local folder that is not there: say so, instead of a download hint later."""
+    from .configs import looks_local
+
+    if value and looks_local(value) and not Path(value).expanduser().exists():
+        raise SpeclabError(f"{flag} {value}: the folder does not exist (a Hugging Face id looks like owner/name)")
+
+
+def check_bench_args(args) -> None:
+    """Everything about a bench command line that needs no model, no torch and no vLLM.
+
+    It runs first, so that a typo costs a second instead of vLLM's import and an engine start.
+    """
+    from . import configs, data
+
+    if args.method == "ngram":
+        configs.ngram(args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
+    else:
+        configs._check_k(args.num_spec_tokens)
+    _require(args.output_len >= 1, f"--output-len must be >= 1, got {args.output_len}")
+    # vLLM's SamplingParams ranges, checked here instead of after its import
+    _require(math.isfinite(args.temp) and 0 <= args.temp <= 2, f"--temp must be in [0, 2] (0 is greedy), got {args.temp}")
+    _require(0 < args.top_p <= 1, f"--top-p must be in (0, 1], got {args.top_p}")
+    _require(args.top_k >= -1, f"--top-k must be -1 or 0 (off) or >= 1, got {args.top_k}")
+    _require(args.tp >= 1, f"--tp must be >= 1, got {args.tp}")
+    _require(args.num_prompts >= 1, f"--num-prompts must be >= 1, got {args.num_prompts}")
+    for flag, value in (("--max-model-len", args.max_model_len), ("--max-num-seqs", args.max_num_seqs)):
+        _require(value is None or value >= 1, f"{flag} must be >= 1, got {value}")
+    _require(0 < args.gpu_memory_utilization <= 1, f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
+    for flag, value in (("--model-dir", args.model_dir), ("--eagle-dir", args.eagle_dir), ("--draft-model", args.draft_model)):
+        _check_path_flag(flag, value)
+    if args.allowed_local_media_path:
+        _require(Path(args.allowed_local_media_path).is_dir(), f"--allowed-local-media-path {args.allowed_local_media_path}: no such folder")
+    if args.json_path:
+        parent = Path(args.json_path).expanduser().resolve().parent
+        _require(parent.is_dir(), f"--json {args.json_path}: folder {parent} does not exist (create it first)")
+    path = args.dataset_path
+    if args.dataset_name == "custom":
+        _require(bool(path), "--dataset-name custom needs --dataset-path <file.jsonl|file.txt>")
+        _require(Path(path).expanduser().is_file() or path not in data.bundled(),
+                 f"--dataset-name custom reads a file and {path} is a bundled set: use --dataset-name bundled")
+    elif args.dataset_name == "hf" and path:
+        _require(not (Path(path).expanduser().exists() or path.startswith((".", "/", "~"))),
+                 f"--dataset-name hf takes a Hugging Face dataset id and {path} is a local path: use --dataset-name custom")
 
 
 def add_bench_args(p: argparse.ArgumentParser) -> None:
@@ -117,7 +176,8 @@ def bench_config(args, profile) -> dict:
     return configs.for_profile(profile, args.method, k, **options)
 
 
-def _bench_prompts(args, tokenizer):
+def _bench_prompts(args):
+    """The prompt set: read before any model is resolved, so that a bad file fails at once."""
     from . import data
 
     if args.custom_mm_prompts:
@@ -125,18 +185,22 @@ def _bench_prompts(args, tokenizer):
     if args.dataset_name == "hf":
         source = args.dataset_path or "philschmid/mt-bench"
     elif args.dataset_name == "custom":
-        if not args.dataset_path:
-            raise SpeclabError("--dataset-name custom needs --dataset-path <file.jsonl|file.txt>")
         source = args.dataset_path
     else:
         source = args.dataset_path or "mtbench_style"
-    prompts = data.load_prompts(source, category=args.category, num_prompts=args.num_prompts)
+    return data.load_prompts(source, category=args.category, num_prompts=args.num_prompts), source
+
+
+def _bench_inputs(args, prompts, tokenizer):
+    from . import data
+
     if args.backend == "openai-chat":
-        return prompts, [data.chat_messages(p) for p in prompts], source
-    return prompts, data.apply_chat_template(tokenizer, prompts), source
+        return [data.chat_messages(p) for p in prompts]
+    return data.apply_chat_template(tokenizer, prompts)
 
 
 def cmd_bench(args) -> int:
+    check_bench_args(args)
     from . import bench, configs
     from .models import load_tokenizer, resolve_model, tokenizer_path
     from .profiles import get_profile, require_device
@@ -144,11 +208,12 @@ def cmd_bench(args) -> int:
     profile = get_profile(_pick_profile(args))
     require_device(profile)
     expected = _check_test_flags(args, profile) if args.test else None
+    prompts, source = _bench_prompts(args)
     target = args.model_dir or resolve_model(profile.target)
     config = bench_config(args, profile)
     configs.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
     tokenizer = load_tokenizer(tokenizer_path(profile) if not args.model_dir else target)
-    prompts, inputs, source = _bench_prompts(args, tokenizer)
+    inputs = _bench_inputs(args, prompts, tokenizer)
     sampling = bench.greedy(args.output_len, temperature=args.temp, top_p=args.top_p, top_k=args.top_k)
     overrides = dict(enforce_eager=args.enforce_eager, enable_chunked_prefill=args.enable_chunked_prefill or None,
                      max_num_seqs=args.max_num_seqs, tensor_parallel_size=args.tp)
@@ -213,28 +278,123 @@ def cmd_migrate(args) -> int:
 def _parse_params(pairs: list[list[str]]) -> dict:
     import yaml
 
-    return {name: yaml.safe_load(value) for name, value in pairs or []}
+    params = {}
+    for name, value in pairs or []:
+        try:
+            params[name] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or type(err).__name__
+            raise SpeclabError(f"-p {name} {value!r} is not a YAML value ({problem}): quote text, write lists as [a, b]") from None
+    return params
+
+
+def notebook_parameters(books) -> dict:
+    """Each notebook parameter's default, read from the ``parameters`` cells (papermill's)."""
+    import ast
+    import json
+
+    defaults = {}
+    for book in books:
+        for cell in json.loads(Path(book).read_text())["cells"]:
+            if "parameters" not in cell.get("metadata", {}).get("tags", []):
+                continue
+            for node in ast.parse("".join(cell["source"])).body:
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                    try:
+                        defaults.setdefault(node.targets[0].id, ast.literal_eval(node.value))
+                    except ValueError:
+                        defaults.setdefault(node.targets[0].id, None)
+    return defaults
+
+
+COUNT_PARAMETERS = ("k", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min", "num_prompts",
+                    "output_len", "prompts_per_category", "k_for_temperature", "steps", "num_sequences")
+
+
+def check_params(params: dict, books) -> None:
+    """``-p`` names the selected notebooks take, with values of their defaults' kind, before anything runs.
+
+    papermill would inject an unknown name silently, and a wrong value fails hours into a run.
+    """
+    from .configs import METHODS, _did_you_mean
+
+    defaults = notebook_parameters(books)
+    for name, value in params.items():
+        if name in ("profile", "output_dir"):
+            raise SpeclabError(f"-p {name}: use --{'profile' if name == 'profile' else 'out'} instead")
+        if name not in defaults:
+            raise SpeclabError(f"-p {name}: no selected notebook takes it{_did_you_mean(name, defaults)}; "
+                               f"they take {', '.join(sorted(set(defaults) - {'profile', 'output_dir'}))}")
+        default, shown = defaults[name], f"-p {name} {value!r}"
+        if isinstance(default, bool):
+            _require(isinstance(value, bool), f"{shown}: expected true or false")
+        elif isinstance(default, int):
+            _require(isinstance(value, int) and not isinstance(value, bool), f"{shown}: expected a whole number")
+        elif isinstance(default, float):
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool), f"{shown}: expected a number")
+        if name in COUNT_PARAMETERS:
+            _require(value >= 1, f"{shown}: must be >= 1")
+        if name == "temperature":
+            _require(0 <= value <= 2, f"{shown}: must be in [0, 2]")
+        for method in (value if name == "methods" and isinstance(value, list) else [value] if name == "method" else []):
+            _require(method in METHODS, f"{shown}: unknown method {method!r}{_did_you_mean(method, METHODS)}; "
+                                        f"choose from {', '.join(METHODS)}")
 
 
 def cmd_run(args) -> int:
     from . import weights
     from .models import fetch_smollm2
     from .profiles import get_profile, require_device
-    from .runner import main_job
+    from .runner import NOTEBOOKS, main_job, series
 
     if args.weights:
         os.environ[weights.ENV] = args.weights  # the notebooks' kernels inherit it
     profile = get_profile(args.profile or None)
+    only = [o.strip() for o in args.only.split(",")] if args.only else None
+    books = series(only=only)
+    for prefix in only or []:
+        _require(bool(prefix) and any(b.name.startswith(prefix) for b in books),
+                 f"--only {prefix!r} matches no notebook in {NOTEBOOKS}: use prefixes such as 00,02")
+    params = _parse_params(args.parameters)
+    check_params(params, books)
     require_device(profile)
     weights.check_profile(profile)
     if profile.offline or weights.is_random():  # random weights tokenize with SmolLM2
         fetch_smollm2()
-    only = args.only.split(",") if args.only else None
-    return main_job(profile.name, Path(args.out) if args.out else None, only, _parse_params(args.parameters))
+    return main_job(profile.name, Path(args.out) if args.out else None, only, params)
+
+
+def cmd_serve_checked(args) -> int:
+    """``speclab serve`` after its own flags are checked (the server itself takes minutes to say no)."""
+    from . import configs
+    from .profiles import get_profile
+    from .server import HOST, cmd_serve
+
+    port = args.port
+    _require(port is None or 1 <= port <= 65535, f"--port must be in 1-65535, got {port}")
+    if port is not None:
+        import socket
+
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError as err:
+                raise SpeclabError(f"--port {port}: cannot listen on {HOST}:{port} ({err.strerror}): "
+                                   "pick another port or leave --port out") from None
+    _require(args.startup_timeout > 0, f"--startup-timeout must be > 0 seconds, got {args.startup_timeout}")
+    if args.method == "ngram":
+        configs.ngram(args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
+    elif args.method != "none":
+        configs._check_k(args.num_spec_tokens)
+    if args.log_path:
+        parent = Path(args.log_path).expanduser().resolve().parent
+        _require(parent.is_dir(), f"--log {args.log_path}: folder {parent} does not exist")
+    get_profile(args.profile)
+    return cmd_serve(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="speclab", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="speclab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("models", help="provision and list models")
     m.add_argument("action", choices=["fetch", "list"])
@@ -261,13 +421,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a papermill parameter for every notebook (YAML value)")
     r.set_defaults(func=cmd_run)
     try:
-        from .server import add_serve_args, cmd_serve
+        from .server import add_serve_args
     except ImportError:
         pass
     else:
         s = sub.add_parser("serve", help="start vLLM's OpenAI-compatible server for a profile and method")
         add_serve_args(s)
-        s.set_defaults(func=cmd_serve)
+        s.set_defaults(func=cmd_serve_checked)
     return parser
 
 

@@ -9,6 +9,9 @@ into today's single ``--speculative-config`` JSON.
 
 from __future__ import annotations
 
+import ast
+import difflib
+import functools
 import importlib.util
 import json
 import shlex
@@ -37,24 +40,73 @@ def _check_k(k) -> int:
     return k
 
 
+# every key speclab's builders (and speclab.synthetic) put in a config
+SPECLAB_KEYS = ("method", "num_speculative_tokens", "model", "prompt_lookup_max", "prompt_lookup_min", "max_model_len",
+                "enforce_eager", "draft_tensor_parallel_size", "quantization", "use_heterogeneous_vocab",
+                "parallel_drafting", "disable_padded_drafter_batch", "rejection_sample_method",
+                "synthetic_acceptance_rates", "synthetic_acceptance_length")
+POSITIVE_INT_KEYS = ("prompt_lookup_max", "prompt_lookup_min", "draft_tensor_parallel_size", "max_model_len")
+BOOL_KEYS = ("enforce_eager", "use_heterogeneous_vocab", "parallel_drafting", "disable_padded_drafter_batch")
+# vLLM has no default drafter for these: without ``model`` it stops at start-up
+NEEDS_MODEL = {
+    "draft_model": "method draft_model needs a draft model: pass model=... (e.g. meta-llama/Llama-3.2-1B-Instruct)",
+    "eagle": "method eagle needs its drafter: pass model=<an EAGLE head folder or Hugging Face id>",
+    "eagle3": "method eagle3 needs its drafter: pass model=<an EAGLE-3 head folder or Hugging Face id>",
+    "medusa": "method medusa needs its heads: pass model=<a Medusa head folder for your target>",
+}
+
+
+def _did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_fields(config) -> dict:
+    """Types, ranges, the n-gram window and the required drafter: what needs neither vLLM nor files.
+
+    The builders, ``validate`` and ``migrate_command`` all end here, so a config is refused with
+    the same line wherever it was made.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError(f"a speculative config is a dict, not {type(config).__name__} {config!r}: "
+                          "build one with configs.build(method, k), e.g. configs.build('ngram', 3)")
+    method = config.get("method")
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of {', '.join(METHODS)}")
+    _check_k(config.get("num_speculative_tokens"))
+    for key in POSITIVE_INT_KEYS:
+        value = config.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"{key} must be a whole number >= 1, got {value!r}")
+    for key in BOOL_KEYS:
+        if key in config and not isinstance(config[key], bool):
+            raise ConfigError(f"{key} must be True or False, got {config[key]!r}")
+    lo, hi = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
+    if lo is not None and hi is not None and lo > hi:
+        raise ConfigError(f"prompt_lookup_min ({lo}) > prompt_lookup_max ({hi}): lower the min or raise the max")
+    model = config.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ConfigError(f"model must be a folder or a Hugging Face id (text), got {model!r}")
+    if method in NEEDS_MODEL and not model:
+        raise ConfigError(NEEDS_MODEL[method])
+    quant = config.get("quantization")
+    if quant == "int8":
+        raise ConfigError("quantization 'int8' is not a method vLLM has: use 'fp8' (its 8-bit on-the-fly scheme) "
+                          "or a pre-quantized drafter checkpoint")
+    if quant is not None and not isinstance(quant, str):
+        raise ConfigError(f"quantization must be a method name such as 'fp8', got {quant!r}")
+    return config
+
+
 def ngram(k: int = DEFAULT_K, prompt_lookup_max: int = DEFAULT_LOOKUP_MAX, prompt_lookup_min: int = DEFAULT_LOOKUP_MIN) -> dict:
     """Prompt lookup: propose the tokens that followed the latest matching n-gram of the context."""
-    _check_k(k)
-    if prompt_lookup_min < 1 or prompt_lookup_max < 1:
-        raise ConfigError("prompt_lookup_min and prompt_lookup_max must be >= 1")
-    if prompt_lookup_min > prompt_lookup_max:
-        raise ConfigError(
-            f"prompt_lookup_min ({prompt_lookup_min}) > prompt_lookup_max ({prompt_lookup_max}): "
-            "lower the min or raise the max"
-        )
-    return {"method": "ngram", "num_speculative_tokens": k,
-            "prompt_lookup_max": prompt_lookup_max, "prompt_lookup_min": prompt_lookup_min}
+    return check_fields({"method": "ngram", "num_speculative_tokens": k,
+                         "prompt_lookup_max": prompt_lookup_max, "prompt_lookup_min": prompt_lookup_min})
 
 
 def suffix(k: int = DEFAULT_K) -> dict:
     """Suffix decoding (Arctic Inference): a suffix tree over the prompt and past outputs."""
-    _check_k(k)
-    return {"method": "suffix", "num_speculative_tokens": k}
+    return check_fields({"method": "suffix", "num_speculative_tokens": k})
 
 
 def draft_model(model: str | None = None, k: int = DEFAULT_K, *, max_model_len: int | None = None,
@@ -64,7 +116,7 @@ def draft_model(model: str | None = None, k: int = DEFAULT_K, *, max_model_len: 
     """A separate, smaller model of the same family proposes k tokens autoregressively."""
     _check_k(k)
     if not model:
-        raise ConfigError("method draft_model needs a draft model: pass model=... (e.g. meta-llama/Llama-3.2-1B-Instruct)")
+        raise ConfigError(NEEDS_MODEL["draft_model"])
     cfg = {"method": "draft_model", "model": str(model), "num_speculative_tokens": k}
     optional = {"max_model_len": max_model_len, "enforce_eager": enforce_eager,
                 "draft_tensor_parallel_size": draft_tensor_parallel_size, "quantization": quantization}
@@ -73,7 +125,7 @@ def draft_model(model: str | None = None, k: int = DEFAULT_K, *, max_model_len: 
         cfg["use_heterogeneous_vocab"] = True
     if parallel_drafting:
         cfg["parallel_drafting"] = True
-    return cfg
+    return check_fields(cfg)
 
 
 def _eagle(method: str, default: str, model, k, target, disable_padded_drafter_batch, parallel_drafting,
@@ -92,7 +144,7 @@ def _eagle(method: str, default: str, model, k, target, disable_padded_drafter_b
         cfg["parallel_drafting"] = True
     if draft_tensor_parallel_size is not None:
         cfg["draft_tensor_parallel_size"] = draft_tensor_parallel_size
-    return cfg
+    return check_fields(cfg)
 
 
 def eagle(model: str | None = None, k: int = DEFAULT_K, *, target: str | None = LLAMA_TARGET,
@@ -121,15 +173,13 @@ def mtp(k: int = DEFAULT_K, model: str | None = None) -> dict:
     cfg = {"method": "mtp", "num_speculative_tokens": k}
     if model:
         cfg["model"] = str(model)
-    return cfg
+    return check_fields(cfg)
 
 
 def medusa(model: str | None = None, k: int = DEFAULT_K) -> dict:
     """Medusa: extra decoding heads, head i guesses the token i+1 steps ahead (removed in vLLM 0.33)."""
     _check_k(k)
-    if not model:
-        raise ConfigError("method medusa needs its heads: pass model=<a Medusa head folder for your target>")
-    return {"method": "medusa", "model": str(model), "num_speculative_tokens": k}
+    return check_fields({"method": "medusa", "model": str(model) if model else model, "num_speculative_tokens": k})
 
 
 BUILDERS = {"ngram": ngram, "draft_model": draft_model, "eagle": eagle, "eagle3": eagle3,
@@ -141,7 +191,14 @@ def build(method: str, k: int = DEFAULT_K, **options) -> dict:
     if method in (None, "", "none", "baseline"):
         return None
     if method not in BUILDERS:
-        raise ConfigError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of {', '.join(METHODS)}")
+    import inspect
+
+    accepted = [name for name in inspect.signature(BUILDERS[method]).parameters if name != "k"]
+    for name in options:
+        if name not in accepted:
+            raise ConfigError(f"method {method} takes no option {name!r}{_did_you_mean(name, accepted)}: "
+                              f"its options are {', '.join(accepted) or 'none'}")
     return BUILDERS[method](k=k, **options)
 
 
@@ -184,20 +241,61 @@ def supported_methods(version: tuple | None = None) -> dict[str, str | None]:
     return {m: method_support(m, version) for m in METHODS}
 
 
+@functools.lru_cache(maxsize=None)
+def _vllm_source_literals() -> tuple[frozenset, frozenset] | None:
+    """(SpeculativeConfig's field names, the quantization methods) of the installed vLLM, or None.
+
+    Read from vLLM's source with ``ast``: importing vLLM takes 7-16 s, too long for a config check.
+    """
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(list(spec.submodule_search_locations)[0])
+    try:
+        tree = ast.parse((root / "config" / "speculative.py").read_text())
+        quant = ast.parse((root / "model_executor" / "layers" / "quantization" / "__init__.py").read_text())
+    except (OSError, SyntaxError):
+        return None
+    fields = {node.target.id for cls in tree.body if isinstance(cls, ast.ClassDef) and cls.name == "SpeculativeConfig"
+              for node in cls.body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
+    methods = set()
+    for node in quant.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "QuantizationMethods" for t in node.targets):
+            methods = {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return (frozenset(fields), frozenset(methods)) if fields else None
+
+
+def looks_local(model: str) -> bool:
+    """True for a path rather than a Hugging Face id (``owner/name``): vLLM would never download it."""
+    return model.startswith(("/", "./", "../", "~")) or model.count("/") > 1 or Path(model).expanduser().is_dir()
+
+
+def _check_local(model, what: str) -> None:
+    if isinstance(model, str) and looks_local(model) and not Path(model).expanduser().exists():
+        raise ConfigError(f"{what} folder {model} does not exist: check the path (a Hugging Face id looks like owner/name)")
+
+
+def _load_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): fix it or fetch the model again") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text: fix it or fetch the model again") from None
+
+
 def _read_config_json(model: str) -> dict | None:
     """A model's config.json from a local folder or the Hugging Face cache, without network."""
-    path = Path(model)
+    path = Path(model).expanduser()
     if (path / "config.json").is_file():
-        return json.loads((path / "config.json").read_text())
+        return _load_json(path / "config.json")
     try:
         from huggingface_hub import try_to_load_from_cache
 
         cached = try_to_load_from_cache(model, "config.json")
-        if isinstance(cached, str):
-            return json.loads(Path(cached).read_text())
     except Exception:
-        pass
-    return None
+        return None
+    return _load_json(Path(cached)) if isinstance(cached, str) else None
 
 
 MTP_CONFIG_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_predict")
@@ -212,25 +310,40 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
              version: tuple | None = None) -> dict | None:
     """Check a config against the installed vLLM and the target; returns it unchanged.
 
-    Raises ConfigError with one line that says what to do, before any engine is started.
+    Raises ConfigError with one line that says what to do, before any engine is started (and
+    without importing vLLM: its field names are read from its source).
     """
+    if not isinstance(tensor_parallel_size, int) or isinstance(tensor_parallel_size, bool) or tensor_parallel_size < 1:
+        raise ConfigError(f"tensor_parallel_size must be a whole number >= 1, got {tensor_parallel_size!r}")
+    if target is not None:
+        _check_local(str(target), "target model")
     if config is None:
         return None
-    method = config.get("method")
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
-    _check_k(config.get("num_speculative_tokens"))
+    check_fields(config)
+    method = config["method"]
+    if "tensor_parallel_size" in config:
+        raise ConfigError("tensor_parallel_size inside the speculative config is not accepted: use draft_tensor_parallel_size")
+    known = _vllm_source_literals()
+    allowed = set(SPECLAB_KEYS) | (known[0] if known else set())
+    for key in config:
+        if key not in allowed:
+            raise ConfigError(f"unknown speculative config key {key!r}{_did_you_mean(key, allowed)}: "
+                              "vLLM would refuse it at start-up")
+    quant = config.get("quantization")
+    if quant is not None and known and known[1] and quant not in known[1]:
+        raise ConfigError(f"quantization {quant!r}{_did_you_mean(quant, known[1])} is not a method the installed "
+                          "vLLM has: use 'fp8' or a pre-quantized drafter checkpoint")
     reason = method_support(method, version)
     if reason:
         raise ConfigError(reason)
-    if "tensor_parallel_size" in config:
-        raise ConfigError("tensor_parallel_size inside the speculative config is not accepted: use draft_tensor_parallel_size")
     draft_tp = config.get("draft_tensor_parallel_size")
     if draft_tp is not None and draft_tp not in (1, tensor_parallel_size):
+        accepts = "only 1" if tensor_parallel_size == 1 else f"1 or {tensor_parallel_size}"
         raise ConfigError(
             f"draft_tensor_parallel_size={draft_tp} with target tensor_parallel_size={tensor_parallel_size}: "
-            f"vLLM accepts 1 or {tensor_parallel_size}"
+            f"vLLM accepts {accepts}"
         )
+    _check_local(config.get("model"), "drafter")
     if method == "draft_model" and draft_tp is not None and draft_tp != tensor_parallel_size:
         raise ConfigError(
             f"vLLM's draft_model runs the draft with the target's tensor parallel size ({tensor_parallel_size}), "
@@ -244,25 +357,25 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
         default = DEFAULT_EAGLE if method == "eagle" else DEFAULT_EAGLE3
         if config.get("model") == default and str(target) != LLAMA_TARGET:
             raise ConfigError(f"{method} drafter {default} was trained for {LLAMA_TARGET}, not {target}: pass a drafter for your target")
-    target_cfg = _read_config_json(target) if target else None
-    if method == "mtp" and target_cfg is not None and not has_mtp_layers(target_cfg):
+    target_cfg = (_read_config_json(target) if target else None) or {}
+    if method == "mtp" and target_cfg and not has_mtp_layers(target_cfg):
         raise ConfigError(f"method mtp needs a target with MTP layers and {target} has none: use eagle3, draft_model or ngram")
-    if method in ("draft_model", "eagle", "eagle3", "medusa") and target_cfg is not None and config.get("model"):
-        draft_cfg = _read_config_json(config["model"])
-        if method == "draft_model" and draft_cfg and not config.get("use_heterogeneous_vocab"):
-            tv, dv = target_cfg.get("vocab_size"), draft_cfg.get("vocab_size")
-            if tv and dv and tv != dv:
-                raise ConfigError(
-                    f"draft vocabulary ({dv}) differs from the target's ({tv}): use a draft with the same tokenizer "
-                    "or set use_heterogeneous_vocab=True"
-                )
-        heads = (draft_cfg or {}).get("medusa_num_heads") or (draft_cfg or {}).get("num_heads")
-        if method == "medusa" and heads and config["num_speculative_tokens"] > heads:
-            raise ConfigError(f"k={config['num_speculative_tokens']} but the Medusa drafter has {heads} heads: use k <= {heads}")
-        if method in ("eagle", "eagle3", "medusa") and draft_cfg:
-            th, dh = target_cfg.get("hidden_size"), draft_cfg.get("hidden_size")
-            if th and dh and th != dh:
-                raise ConfigError(f"{method} drafter hidden size {dh} does not match the target's {th}: the drafter was trained for another model")
+    has_drafter = method in ("draft_model", "eagle", "eagle3", "medusa") and config.get("model")
+    draft_cfg = (_read_config_json(config["model"]) if has_drafter else None) or {}  # a broken one fails here
+    if method == "draft_model" and not config.get("use_heterogeneous_vocab"):
+        tv, dv = target_cfg.get("vocab_size"), draft_cfg.get("vocab_size")
+        if tv and dv and tv != dv:
+            raise ConfigError(
+                f"draft vocabulary ({dv}) differs from the target's ({tv}): use a draft with the same tokenizer "
+                "or set use_heterogeneous_vocab=True"
+            )
+    heads = draft_cfg.get("medusa_num_heads") or draft_cfg.get("num_heads")
+    if method == "medusa" and heads and config["num_speculative_tokens"] > heads:
+        raise ConfigError(f"k={config['num_speculative_tokens']} but the Medusa drafter has {heads} heads: use k <= {heads}")
+    if method in ("eagle", "eagle3", "medusa"):
+        th, dh = target_cfg.get("hidden_size"), draft_cfg.get("hidden_size")
+        if th and dh and th != dh:
+            raise ConfigError(f"{method} drafter hidden size {dh} does not match the target's {th}: the drafter was trained for another model")
     return config
 
 
@@ -307,10 +420,16 @@ def _method_for_model(model: str) -> str:
 def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
     """Rewrite an old vLLM command line; returns (new argv, one note per change).
 
-    Flags speclab does not know pass through untouched.
+    Flags speclab does not know pass through untouched. A command given as one string, or as a list
+    holding one string (``speclab migrate "vllm serve ..."``), is split the way a shell would.
     """
     if isinstance(argv, str):
-        argv = shlex.split(argv)
+        argv = [argv]
+    if len(argv) == 1:
+        try:
+            argv = shlex.split(argv[0])
+        except ValueError as err:  # an unclosed quote
+            raise ConfigError(f"cannot split the command ({err}): close its quotes") from None
     out: list[str] = []
     notes: list[str] = []
     spec: dict = {}
@@ -327,7 +446,10 @@ def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
             else:
                 raise ConfigError(f"{flag} needs a value")
             key, kind = REMOVED_FLAGS[flag]
-            spec[key] = kind(value)
+            try:
+                spec[key] = kind(value)
+            except ValueError:
+                raise ConfigError(f"{flag} {value}: expected a whole number") from None
             if key == "quantization" and value == "int8":  # not a method today's vLLM knows
                 spec[key] = "fp8"
                 notes.append(f"{flag} int8 -> \"quantization\": \"fp8\" (vLLM rejects \"int8\"; fp8 is the 8-bit "
@@ -361,14 +483,18 @@ def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
             raise ConfigError("--speculative-model without --num-speculative-tokens: vLLM needs k, e.g. 3")
         if method == "ngram" and "prompt_lookup_max" not in config:
             notes.append("ngram without --ngram-prompt-lookup-max: today's default lookup window applies")
+        check_fields(config)  # what today's vLLM would refuse (k=0, min > max) is refused here
         notes.insert(0, f"--speculative-model {model} -> method {method!r}" + ("" if method == "ngram" else f", model {model!r}"))
         out += ["--speculative-config", json.dumps(config)]
     return out, notes
 
 
+NOTHING_MIGRATED = "nothing to migrate: the command has none of the removed flags, so it is unchanged"
+
+
 def format_migration(argv: list[str] | str) -> str:
     new, notes = migrate_command(argv)
-    lines = [shlex.join(new), ""] + [f"# {n}" for n in notes]
+    lines = [shlex.join(new), ""] + [f"# {n}" for n in notes or [NOTHING_MIGRATED]]
     return "\n".join(lines)
 
 
@@ -383,6 +509,8 @@ def for_profile(profile, method: str, k: int = DEFAULT_K, **options) -> dict | N
     profile = get_profile(profile)
     if method in (None, "", "none", "baseline"):
         return None
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of {', '.join(METHODS)}")
     if method in ("ngram", "suffix"):
         return build(method, k, **options)
     drafter = options.pop("model", None) or profile.drafter(method)

@@ -151,7 +151,11 @@ def _read_source(source, split: str) -> list[Prompt]:
 
 
 def _read_file(path: Path) -> list[Prompt]:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SpeclabError(f"{path} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}): "
+                           "save it as UTF-8") from None
     if path.suffix == ".txt":
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return [_from_row(line, n, path) for n, line in enumerate(lines)]

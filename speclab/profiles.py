@@ -133,6 +133,8 @@ def cuda_available() -> bool:
     override = os.environ.get("SPECLAB_DEVICE")
     if override in ("cpu", "cuda"):
         return override == "cuda"
+    if not shutil.which("nvidia-smi") and not any(os.path.exists(d) for d in ("/dev/nvidiactl", "/dev/dxg")):
+        return False  # no NVIDIA driver (nor WSL's /dev/dxg), so no CUDA: skip importing torch (seconds)
     try:
         import torch
 
