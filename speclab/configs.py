@@ -13,6 +13,7 @@ import ast
 import difflib
 import functools
 import importlib.util
+import inspect
 import json
 import shlex
 from pathlib import Path
@@ -192,8 +193,6 @@ def build(method: str, k: int = DEFAULT_K, **options) -> dict:
         return None
     if method not in BUILDERS:
         raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of {', '.join(METHODS)}")
-    import inspect
-
     accepted = [name for name in inspect.signature(BUILDERS[method]).parameters if name != "k"]
     for name in options:
         if name not in accepted:

@@ -1,8 +1,8 @@
 """One gate before any engine: each bad input is one line on stderr, exit code 2, before vLLM is imported.
 
 The CLI cases run the real command in a subprocess. Their time bound proves vLLM was not imported:
-importing it takes 7-16 s here, while a refused command line takes ~0.1-0.5 s on a quiet 2-core
-machine (~1-2 s with a long vLLM job beside it); 8 s leaves room for a loaded machine.
+importing it takes 7-16 s here, while a refused command line took 0.1-0.5 s on this 2-core machine
+with a long vLLM job beside it (load ~3; under 2 s on any quiet one); 8 s leaves room for a busier machine.
 """
 
 import json
