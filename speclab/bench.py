@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import configs, equality, metrics, weights
 from .engine import open_engine
+from .logs import import_vllm
 from .envcheck import versions
 from .profiles import Profile, get_profile
 from .report import write_csv, write_json
@@ -98,7 +99,7 @@ def measure(llm, prompts: list, sampling_params, label: str = "run", chat: bool 
 
 def warm_up(llm, sampling_params, prompt) -> None:
     """One short request so that lazy initialisation is not billed to the first timed run."""
-    from vllm import SamplingParams
+    SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
 
     llm.generate([prompt], SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
 
@@ -257,7 +258,7 @@ def greedy(max_tokens: int, temperature: float = 0.0, **kw):
     Greedy runs also return the top two log-probabilities per token, so that a divergence from the
     baseline can be judged by the target's margin there (``speclab.equality``).
     """
-    from vllm import SamplingParams
+    SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
 
     if temperature == 0:
         kw.setdefault("logprobs", equality.TOP_LOGPROBS)

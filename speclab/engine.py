@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from . import configs, weights
+from . import configs, logs, weights
 from .models import fetch_smollm2, resolve_model
 from .profiles import Profile, get_profile, require_device
 
@@ -34,6 +34,7 @@ def engine_device() -> str:
     vLLM's CPU build and its CUDA build are different distributions; the settings an engine
     needs (spawned workers, memory utilisation, KV-cache space) follow the build that is installed.
     """
+    logs.import_vllm()
     from vllm.platforms import current_platform
 
     return "cpu" if current_platform.is_cpu() else "cuda"
@@ -110,7 +111,9 @@ def shutdown(llm) -> None:
 @contextlib.contextmanager
 def open_engine(profile: str | Profile | None = None, speculative_config: dict | None = None,
                 *, quiet: bool = True, tensor_parallel_size: int = 1, **overrides):
-    """Open ``vllm.LLM`` for a profile with an optional speculative config; always shut it down."""
+    """Open ``vllm.LLM`` for a profile with an optional speculative config; always shut it down.
+
+    ``quiet``: vLLM logs errors only, and its start-up output goes to ``speclab.logs.log_path()``."""
     profile = get_profile(profile)
     require_device(profile)
     target = overrides.get("model") or resolve_model(profile.target)
@@ -139,7 +142,8 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     started = time.perf_counter()
     llm = None
     try:
-        llm = LLM(**kwargs)
+        with logs.to_log() if quiet else contextlib.nullcontext():  # start-up lines go to the log file
+            llm = LLM(**kwargs)
         llm.speclab_start_seconds = time.perf_counter() - started
         llm.speclab_speculative_config = kwargs.get("speculative_config")
         yield llm

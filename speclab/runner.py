@@ -3,18 +3,21 @@
 ``run_series`` executes every ``notebooks/NN_*.ipynb`` in order with papermill, passing the
 profile and the run folder as parameters. Each executed notebook is written under a temporary
 name and renamed when complete; a failed one is kept as ``NN_x.failed.ipynb`` for reading.
-The figures and per-notebook results the lessons save land in the same folder, and the run
-ends with ``summary.json`` and a short ``report.md``.
+The figures and per-notebook results the lessons save land in the same folder, vLLM's start-up
+output in ``logs/NN_x.log`` (``speclab.logs``), and the run ends with ``summary.json`` and a short
+``report.md``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
+from . import logs
 from .models import REPO_ROOT
 from .report import write_atomic, write_json
 
@@ -30,14 +33,18 @@ def series(notebook_dir: Path = NOTEBOOKS, only: list[str] | None = None) -> lis
 
 
 def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "python3",
-            timeout: int | None = None) -> tuple[bool, float, str | None]:
-    """Run one notebook with papermill into ``out_dir``; returns (ok, seconds, error line)."""
+            timeout: int | None = None, env: dict | None = None) -> tuple[bool, float, str | None]:
+    """Run one notebook with papermill into ``out_dir``; returns (ok, seconds, error line).
+
+    ``env``: variables the notebook's kernel gets on top of ours (it inherits our environment)."""
     import papermill as pm
 
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / notebook.name
     partial = out_dir / f".{notebook.stem}.partial.ipynb"
     started = time.perf_counter()
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
     try:
         pm.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name=kernel,
                             cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
@@ -46,6 +53,12 @@ def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "pyth
             partial.replace(out_dir / f"{notebook.stem}.failed.ipynb")
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[-1]
         return False, time.perf_counter() - started, first_line[:300]
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     partial.replace(final)
     return True, time.perf_counter() - started, None
 
@@ -88,7 +101,10 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
         params = {"profile": profile, "output_dir": str(run_dir), **(extra or {})}
         params.update((per_notebook or {}).get(book.stem, {}))
         log(f"[{i}/{len(books)}] {book.name} ... (elapsed {time.perf_counter() - started:.0f} s)")
-        ok, seconds, error = execute(book, run_dir / "notebooks", params)
+        vllm_log = run_dir / "logs" / f"{book.stem}.log"
+        ok, seconds, error = execute(book, run_dir / "notebooks", params, env={logs.ENV: str(vllm_log)})
+        if error and vllm_log.is_file():
+            error += f" (vLLM's output: {vllm_log})"
         log(f"[{i}/{len(books)}] {book.name} {'done' if ok else 'FAILED'} in {seconds:.0f} s" + (f": {error}" if error else ""))
         entries.append({"notebook": book.name, "ok": ok, "seconds": round(seconds, 1), "error": error})
     from .envcheck import versions

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import configs
 from .engine import CPU_KVCACHE_GIB, engine_device, engine_kwargs
+from .logs import TAIL_LINES, headline, log_tail
 from .models import cache_dir, resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, Profile, SpeclabError, get_profile, require_device
 
@@ -33,7 +34,6 @@ HOST = "127.0.0.1"
 ENTRY_POINT = "vllm.entrypoints.openai.api_server"
 STARTUP_TIMEOUT_S = 900.0  # CPU starts took 60-280 s here; a torch.compile warm-up on a busy machine, over 10 min
 STOP_TIMEOUT_S = 20.0
-LOG_TAIL_LINES = 12
 CHECK_PROMPT = "Write a Python script to read a CSV file:"  # the seeds' curl check
 CHECK_MAX_TOKENS = 200
 
@@ -74,33 +74,6 @@ def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative
     if speculative is not None:
         argv += ["--speculative-config", json.dumps(speculative)]
     return argv + [str(a) for a in extra_args]  # last: vLLM's parser lets a later flag win
-
-
-def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> list[str]:
-    """The last non-empty lines of a log file (progress bars and blank lines dropped)."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return []
-    kept, after_frame = [], False
-    for line in text.replace("\r", "\n").splitlines():
-        bare = line.strip()
-        if bare.startswith('File "'):  # a traceback frame and its source line say little to a user
-            after_frame = True
-            continue
-        if after_frame or not bare or set(bare) <= set("^~ "):
-            after_frame = False
-            continue
-        kept.append(line.rstrip())
-    return kept[-lines:]
-
-
-def _headline(lines: list[str]) -> str:
-    """The line that best says what went wrong: the last one that names an error."""
-    for line in reversed(lines):
-        if any(word in line for word in ("Error", "error:", "Exception", "Value error")):
-            return line.strip()
-    return lines[-1].strip() if lines else "no output"
 
 
 def group_processes(pgid: int) -> list:
@@ -207,7 +180,7 @@ class Server:
         kwargs.setdefault("http_client", httpx.Client(trust_env=False))  # loopback: never through a proxy
         return openai.OpenAI(base_url=f"{self.base_url}/v1", api_key="not-needed", **kwargs)
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+    def log_tail(self, lines: int = TAIL_LINES) -> list[str]:
         return log_tail(self.log_path, lines)
 
     def processes(self) -> list:
@@ -271,7 +244,7 @@ def _wait_healthy(server: Server, timeout: float) -> None:
         if code is not None:
             lines = server.log_tail()
             raise ServerError(
-                f"the vLLM server exited during start-up (code {code}): {_headline(lines)} "
+                f"the vLLM server exited during start-up (code {code}): {headline(lines)} "
                 f"[full log: {server.log_path}]\n" + "\n".join("    " + ln for ln in lines))
         if server.healthy():
             return
@@ -432,4 +405,4 @@ def cmd_serve(args) -> int:
         while server.alive():
             time.sleep(1.0)
         lines = server.log_tail()
-        raise ServerError(f"the server exited on its own: {_headline(lines)} [log: {server.log_path}]")
+        raise ServerError(f"the server exited on its own: {headline(lines)} [log: {server.log_path}]")

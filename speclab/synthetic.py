@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import configs, theory
 from .profiles import SpeclabError, cuda_available
+from .logs import import_vllm
 from .shapes import shape_config, shape_dir
 
 IMPOSED = "acceptance imposed by hand (vLLM synthetic rejection sampling, random weights); timings measured"
@@ -147,7 +148,7 @@ def token_prompts(num_prompts: int, length: int = 128, target: str = "shape:llam
 
 def sampling(output_len: int = 256):
     """Greedy, exactly ``output_len`` tokens per prompt (random weights may emit EOS early), no detokenizing."""
-    from vllm import SamplingParams
+    SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
 
     return SamplingParams(temperature=0.0, max_tokens=output_len, ignore_eos=True, detokenize=False)
 

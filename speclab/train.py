@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import drafters
+from .logs import import_vllm
 from .models import fetch_smollm2
 from .profiles import SpeclabError
 
@@ -145,7 +146,7 @@ def answer_rows(llm, records, inputs, max_tokens: int, samples: int = 0, tempera
 
     Works with any ``vllm.LLM`` holding the target: the CPU profile's, or one on a GPU.
     """
-    from vllm import SamplingParams
+    SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
 
     from .bench import greedy
 
@@ -186,7 +187,7 @@ def self_written_prompts(llm, tokenizer, n: int, max_tokens: int = 224, seed: in
     it was tuned on. Thousands of varied prompts cost one generate call and no dataset; duplicates
     and turns of fewer than four words are dropped, so a few less than ``n`` may come back.
     """
-    from vllm import SamplingParams
+    SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
 
     from .data import Prompt
 

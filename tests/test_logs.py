@@ -1,0 +1,42 @@
+"""vLLM's start-up output goes to a log file: this process's, and that of the processes it starts."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from speclab import logs
+
+
+def test_python_fd_and_child_output_go_to_the_log_and_nothing_else(tmp_path, capfd):
+    path = tmp_path / "vllm.log"
+    with logs.to_log(path):
+        print("python stdout")
+        print("python stderr", file=sys.stderr)
+        os.write(2, b"fd 2, as C++ code writes\n")
+        subprocess.run([sys.executable, "-c", "import sys; print('child out'); print('child err', file=sys.stderr)"])
+    print("after the block")
+    out, err = capfd.readouterr()
+    assert out == "after the block\n" and err == ""
+    text = path.read_text()
+    for line in ("python stdout", "python stderr", "fd 2, as C++ code writes", "child out", "child err"):
+        assert line in text
+
+
+def test_an_error_keeps_its_message_and_names_the_log(tmp_path):
+    path = tmp_path / "vllm.log"
+    with pytest.raises(RuntimeError, match="Engine core initialization failed") as info:
+        with logs.to_log(path):
+            print("ValueError: max_model_len 8192 exceeds the model's 4096", file=sys.stderr)
+            print("a last line that names nothing", file=sys.stderr)
+            raise RuntimeError("Engine core initialization failed. See root cause above.")
+    note = info.value.__notes__[0]
+    assert str(path) in note and "ValueError: max_model_len 8192 exceeds the model's 4096" in note
+
+
+def test_the_log_path_follows_the_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv(logs.ENV, str(tmp_path / "lesson.log"))
+    assert logs.log_path() == tmp_path / "lesson.log"
+    monkeypatch.delenv(logs.ENV)
+    assert logs.log_path().name == f"vllm-{os.getpid()}.log"
