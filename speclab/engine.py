@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import configs, logs, weights
 from .models import fetch_smollm2, resolve_model
-from .profiles import Profile, get_profile, require_device
+from .profiles import Profile, SpeclabError, get_profile, require_device
 
 # CPU: bf16 weights, a small KV cache (VLLM_CPU_KVCACHE_SPACE, GiB) and short contexts suit a
 # 135M model on a 2-core machine. GPU: leave room for a draft model beside the target; contexts
@@ -26,6 +26,44 @@ from .profiles import Profile, get_profile, require_device
 CPU_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 2048, "max_num_seqs": 32}
 GPU_DEFAULTS = {"gpu_memory_utilization": 0.85, "max_model_len": 8192}
 CPU_KVCACHE_GIB = "2"
+
+# vLLM's CPU backend keeps one core for its scheduler process on x86 (VLLM_CPU_NUM_OF_RESERVED_CPU).
+# On a 2-core machine the model then computes on one core. Measured side by side there
+# (``python -m speclab.cpu_speed --reserved-cpus 1,0``, SmolLM2, 8 prompts): both cores computing
+# gave the baseline 17% more throughput with the prompts batched and the same one at a time, and
+# n-gram and EAGLE-3 kept their batch-1 speedups (1.6x, 1.4x). So small machines compute on every core.
+SMALL_MACHINE_CPUS = 2
+RESERVED_CPUS_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+
+
+def cpu_environment() -> dict[str, str]:
+    """The variables a CPU engine (or server) gets unless the user set them: KV-cache space, reserved cores."""
+    env = {"VLLM_CPU_KVCACHE_SPACE": CPU_KVCACHE_GIB}
+    if (os.cpu_count() or 1) <= SMALL_MACHINE_CPUS:
+        env[RESERVED_CPUS_ENV] = "0"
+    return env
+
+# One GPU shared by several engines (a workshop room on one card, lessons run side by side): vLLM
+# sizes its KV cache from the memory that becomes free while it profiles, so another engine starting
+# at the same moment shrinks it or fails the start. SPECLAB_KV_CACHE_GIB gives each engine a fixed KV
+# cache instead (vLLM's kv_cache_memory_bytes); gpu_memory_utilization is then only vLLM's check of
+# free memory at start, so it drops to SHARED_GPU_UTILIZATION.
+SHARED_GPU_ENV = "SPECLAB_KV_CACHE_GIB"
+SHARED_GPU_UTILIZATION = 0.05
+
+
+def shared_gpu_kwargs() -> dict:
+    """The engine settings for a shared GPU, from ``SPECLAB_KV_CACHE_GIB``; empty when it is unset."""
+    value = os.environ.get(SHARED_GPU_ENV, "").strip()
+    if not value:
+        return {}
+    try:
+        gib = float(value)
+    except ValueError:
+        gib = -1.0
+    if not 0 < gib < 1024:
+        raise SpeclabError(f"{SHARED_GPU_ENV} must be the KV cache size per engine in GiB (e.g. 8), got {value!r}")
+    return {"kv_cache_memory_bytes": int(gib * 2**30), "gpu_memory_utilization": SHARED_GPU_UTILIZATION}
 
 
 def engine_device() -> str:
@@ -52,7 +90,7 @@ def engine_kwargs(profile: Profile, speculative_config: dict | None = None, *, d
                   **overrides) -> dict:
     """The keyword arguments ``vllm.LLM`` gets for this profile, overrides applied last."""
     device = device or profile.device
-    kwargs = dict(CPU_DEFAULTS if device == "cpu" else GPU_DEFAULTS)
+    kwargs = dict(CPU_DEFAULTS) if device == "cpu" else {**GPU_DEFAULTS, **shared_gpu_kwargs()}
     kwargs["model"] = overrides.pop("model", None) or resolve_model(profile.target)
     limit = model_max_len(kwargs["model"])
     if limit:
@@ -123,7 +161,8 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     device = engine_device()
     if device == "cpu":
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+        for name, value in cpu_environment().items():
+            os.environ.setdefault(name, value)
     else:  # a kernel or script that touched CUDA cannot fork workers ("Cannot re-initialize CUDA")
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     if tensor_parallel_size != 1:

@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from .models import cache_dir
 
@@ -29,29 +30,46 @@ def log_path() -> Path:
 
 
 @contextlib.contextmanager
-def to_log(path: str | Path | None = None):
-    """Send this process's output, and that of every process started inside, to ``path``."""
+def to_log(path: str | Path | None = None, stdout: bool = True):
+    """Send this process's output, and that of every process started inside, to ``path``.
+
+    ``stdout=False`` sends only stderr (the main job keeps its progress lines on stdout)."""
     path = Path(path or log_path())
     path.parent.mkdir(parents=True, exist_ok=True)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(path, "a", buffering=1, errors="replace") as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        try:
-            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                yield path
-        except Exception as err:
-            log.flush()
-            err.add_note(f"vLLM's output is in {path}; its last error line: {headline(log_tail(path))}")
-            raise
-        finally:
-            log.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
+    fds = (1, 2) if stdout else (2,)
+    saved = [os.dup(fd) for fd in fds]
+    log = _log_file(path)
+    for fd in fds:
+        os.dup2(log.fileno(), fd)
+    try:
+        with contextlib.redirect_stdout(log) if stdout else contextlib.nullcontext(), contextlib.redirect_stderr(log):
+            yield path
+    except Exception as err:
+        log.flush()
+        err.add_note(f"vLLM's output is in {path}; its last error line: {headline(log_tail(path))}")
+        raise
+    finally:
+        log.flush()
+        for fd, copy in zip(fds, saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+_OPEN: dict[Path, TextIO] = {}
+
+
+def _log_file(path: Path) -> TextIO:
+    """The log file, opened once per process and never closed.
+
+    vLLM's logging handler takes ``sys.stdout`` as it is when vLLM is imported, which inside ``to_log``
+    is this file. Lines it logs later (an engine's shutdown logs some) must still land here; a closed
+    file would turn each into a "Logging error" traceback in the lesson."""
+    key = path.resolve()
+    if key not in _OPEN or _OPEN[key].closed:
+        _OPEN[key] = open(path, "a", buffering=1, errors="replace")  # noqa: SIM115 (kept open on purpose)
+    return _OPEN[key]
 
 
 def import_vllm():

@@ -10,9 +10,11 @@ output in ``logs/NN_x.log`` (``speclab.logs``), and the run ends with ``summary.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,10 +35,12 @@ def series(notebook_dir: Path = NOTEBOOKS, only: list[str] | None = None) -> lis
 
 
 def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "python3",
-            timeout: int | None = None, env: dict | None = None) -> tuple[bool, float, str | None]:
+            timeout: int | None = None, env: dict | None = None,
+            stderr_log: Path | None = None) -> tuple[bool, float, str | None]:
     """Run one notebook with papermill into ``out_dir``; returns (ok, seconds, error line).
 
-    ``env``: variables the notebook's kernel gets on top of ours (it inherits our environment)."""
+    ``env``: variables the notebook's kernel gets on top of ours (it inherits our environment).
+    ``stderr_log``: where the kernel's own stderr goes (its start-up warnings), instead of the console."""
     import papermill as pm
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -46,8 +50,9 @@ def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "pyth
     saved = {name: os.environ.get(name) for name in env or {}}
     os.environ.update(env or {})
     try:
-        pm.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name=kernel,
-                            cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
+        with logs.to_log(stderr_log, stdout=False) if stderr_log else contextlib.nullcontext():
+            pm.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name=kernel,
+                                cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
     except Exception as err:  # papermill's error names the failing cell; keep the notebook to read
         if partial.exists():
             partial.replace(out_dir / f"{notebook.stem}.failed.ipynb")
@@ -61,6 +66,45 @@ def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "pyth
                 os.environ[name] = value
     partial.replace(final)
     return True, time.perf_counter() - started, None
+
+
+LESSON_SECONDS = REPO_ROOT / "data" / "lesson_seconds.json"
+
+
+def expected_seconds(profile: str, runs_dir: Path | None = None) -> dict[str, float]:
+    """How long each lesson should take: the newest finished run of this profile on this machine
+    (``runs/*/summary.json``), else the reference times in ``data/lesson_seconds.json``; {} if neither."""
+    runs_dir = runs_dir or REPO_ROOT / "runs"
+    for summary in sorted(runs_dir.glob("*/summary.json"), reverse=True):
+        try:
+            done = json.loads(summary.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if done.get("profile") == profile and not done.get("parameters"):  # a run at the defaults
+            return {e["notebook"].removesuffix(".ipynb"): e["seconds"] for e in done.get("notebooks", []) if e.get("ok")}
+    try:
+        return dict(json.loads(LESSON_SECONDS.read_text()).get(profile, {}).get("seconds", {}))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def time_left(books: list[Path], done: int, elapsed: float, expected: dict[str, float]) -> float | None:
+    """Seconds the remaining lessons should take, scaled by how this run compares so far; None without data.
+
+    A lesson with no expected time counts as the median of those that have one."""
+    if not expected:
+        return None
+    typical = statistics.median(expected.values())
+    guess = [expected.get(b.stem, typical) for b in books]
+    so_far = sum(guess[:done])
+    pace = elapsed / so_far if done and so_far > 30 else 1.0
+    return pace * sum(guess[done:])
+
+
+def _progress(i: int, books: list[Path], elapsed: float, expected: dict[str, float]) -> str:
+    left = time_left(books, i - 1, elapsed, expected)
+    about = f", about {max(1, round(left / 60))} min left" if left is not None else ""
+    return f"[{i}/{len(books)}] {books[i - 1].name} ... (elapsed {elapsed:.0f} s{about})"
 
 
 def _results(run_dir: Path) -> dict:
@@ -94,15 +138,17 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
     books = series(only=only)
     if not books:
         raise SystemExit(f"no notebooks matched {only!r} in {NOTEBOOKS}")
+    expected = expected_seconds(profile) if not extra and not per_notebook else {}  # defaults only
     started = time.perf_counter()
     entries = []
     log(f"speclab run: {len(books)} notebooks, profile {profile}, output in {run_dir}")
     for i, book in enumerate(books, 1):
         params = {"profile": profile, "output_dir": str(run_dir), **(extra or {})}
         params.update((per_notebook or {}).get(book.stem, {}))
-        log(f"[{i}/{len(books)}] {book.name} ... (elapsed {time.perf_counter() - started:.0f} s)")
+        log(_progress(i, books, time.perf_counter() - started, expected))
         vllm_log = run_dir / "logs" / f"{book.stem}.log"
-        ok, seconds, error = execute(book, run_dir / "notebooks", params, env={logs.ENV: str(vllm_log)})
+        ok, seconds, error = execute(book, run_dir / "notebooks", params, env={logs.ENV: str(vllm_log)},
+                                     stderr_log=vllm_log)
         if error and vllm_log.is_file():
             error += f" (vLLM's output: {vllm_log})"
         log(f"[{i}/{len(books)}] {book.name} {'done' if ok else 'FAILED'} in {seconds:.0f} s" + (f": {error}" if error else ""))
@@ -112,7 +158,7 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
 
     results = _results(run_dir)
     summary = {
-        "profile": profile, "weights": mode(), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "profile": profile, "weights": mode(), "parameters": extra or {}, "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "total_seconds": round(time.perf_counter() - started, 1), "environment": versions(),
         "notebooks": entries, "results": results,
         "figures": sorted(str(p.relative_to(run_dir)) for p in (run_dir / "figures").glob("*.png")),

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import configs
-from .engine import CPU_KVCACHE_GIB, engine_device, engine_kwargs
+from .engine import cpu_environment, engine_device, engine_kwargs
 from .logs import TAIL_LINES, headline, log_tail
 from .models import cache_dir, resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, Profile, SpeclabError, get_profile, require_device
@@ -201,7 +201,8 @@ def default_log_path(port: int) -> Path:
 def _server_env(profile: Profile) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOGGING_COLOR="0")  # a log file, not a terminal
     if engine_device() == "cpu":
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+        for name, value in cpu_environment().items():
+            env.setdefault(name, value)
     return env
 
 

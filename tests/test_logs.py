@@ -40,3 +40,25 @@ def test_the_log_path_follows_the_variable(monkeypatch, tmp_path):
     assert logs.log_path() == tmp_path / "lesson.log"
     monkeypatch.delenv(logs.ENV)
     assert logs.log_path().name == f"vllm-{os.getpid()}.log"
+
+
+def test_a_handler_made_inside_keeps_writing_to_the_log_after_the_block(tmp_path, capfd):
+    """vLLM builds its logging handler on sys.stdout at import time, i.e. inside to_log; what it logs
+    later (an engine's shutdown) must land in the log, not raise 'I/O operation on closed file'."""
+    import logging
+
+    path = tmp_path / "vllm.log"
+    logger = logging.getLogger("speclab-test-late-logger")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    with logs.to_log(path):
+        handler = logging.StreamHandler(sys.stdout)
+        logger.addHandler(handler)
+        logger.info("at import")
+    try:
+        logger.info("at shutdown")
+    finally:
+        logger.removeHandler(handler)
+    out, err = capfd.readouterr()
+    assert "Logging error" not in err and out == ""
+    assert "at import" in path.read_text() and "at shutdown" in path.read_text()

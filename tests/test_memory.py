@@ -138,10 +138,26 @@ def test_plot_has_one_bar_per_gpu_per_part():
     assert sum(c[0].get_height() for c in ax.containers) == pytest.approx(24)
 
 
-def test_provisioned_config_never_downloads():
+def test_provisioned_config_never_downloads(monkeypatch, tmp_path, target_dir):
+    """Read from disk when the model is there, None when it is not: never a download or a conversion."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    from speclab import models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("provisioned_config tried to fetch a model")
+
+    for name in ("hf_hub_download", "snapshot_download"):
+        monkeypatch.setattr(huggingface_hub, name, refuse)
     assert memory.provisioned_config("gpu-synthetic")["hidden_size"] == 4096  # a shape: always on disk
-    cfg = memory.provisioned_config("cpu-tiny")  # None unless SmolLM2 was provisioned before
-    assert cfg is None or (cfg["hidden_size"], cfg["num_hidden_layers"]) == (576, 30)
+    cfg = memory.provisioned_config("cpu-tiny")  # provisioned by the session's fixture
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"]) == (576, 30)
+    monkeypatch.setattr(models, "fetch_smollm2", refuse)  # from here on, nothing is on disk
+    monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    assert memory.provisioned_config("cpu-tiny") is None
+    assert memory.provisioned_config("gpu-llama8b") is None
 
 
 def test_plan_knows_the_eagle_shapes_by_name():

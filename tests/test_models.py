@@ -128,3 +128,44 @@ def test_engine_settings_follow_the_device_and_the_models_own_limit(target_dir):
     mtp = drafters.provide("tiny-mtp")
     assert engine_kwargs(get_profile("gpu-tiny"), None, device="cuda", model=str(mtp))["max_model_len"] == 4096
     assert engine_kwargs(get_profile("gpu-tiny"), None, device="cuda", max_model_len=1024)["max_model_len"] == 1024
+
+
+def test_a_shared_gpu_gets_a_fixed_kv_cache(monkeypatch):
+    """SPECLAB_KV_CACHE_GIB: vLLM's kv_cache_memory_bytes on CUDA (no profiling of memory others free),
+    nothing on the CPU, and a bad value refused in one line before any engine."""
+    from speclab.engine import SHARED_GPU_ENV, SHARED_GPU_UTILIZATION, engine_kwargs
+    from speclab.profiles import SpeclabError
+
+    monkeypatch.setenv(SHARED_GPU_ENV, "6")
+    on_cuda = engine_kwargs(get_profile("gpu-tiny"), None, device="cuda")
+    assert on_cuda["kv_cache_memory_bytes"] == 6 * 2**30
+    assert on_cuda["gpu_memory_utilization"] == SHARED_GPU_UTILIZATION
+    assert "kv_cache_memory_bytes" not in engine_kwargs(get_profile("cpu-tiny"), None, device="cpu")
+    for bad in ("six", "0", "-2"):
+        monkeypatch.setenv(SHARED_GPU_ENV, bad)
+        with pytest.raises(SpeclabError, match=f"{SHARED_GPU_ENV} must be"):
+            engine_kwargs(get_profile("gpu-tiny"), None, device="cuda")
+
+
+def test_a_small_cpu_machine_computes_on_every_core(monkeypatch):
+    """vLLM keeps a core for its scheduler on x86; on 2 cores speclab gives it back to the model,
+    unless the user chose otherwise (open_engine only sets what is unset)."""
+    from speclab import engine
+
+    monkeypatch.setattr(engine.os, "cpu_count", lambda: 2)
+    assert engine.cpu_environment() == {"VLLM_CPU_KVCACHE_SPACE": engine.CPU_KVCACHE_GIB, engine.RESERVED_CPUS_ENV: "0"}
+    monkeypatch.setattr(engine.os, "cpu_count", lambda: 16)
+    assert engine.RESERVED_CPUS_ENV not in engine.cpu_environment()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--methods", "ngram,bogus"], "unknown method 'bogus'"),
+    (["--reserved-cpus", "one"], "--reserved-cpus takes whole numbers"),
+    (["--engines", "0"], "must be at least 1"),
+])
+def test_the_cpu_benchmark_refuses_bad_input_before_any_engine(argv, message, capsys):
+    from speclab import cpu_speed
+
+    assert cpu_speed.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]

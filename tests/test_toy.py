@@ -85,11 +85,15 @@ def test_greedy_speculative_equals_plain_greedy(seed, k):
 
 
 def test_greedy_with_a_wrong_acceptance_rule_differs():
-    """The equality above is a real check: accepting every draft token gives the draft's text."""
+    """The equality above is a real check: the speculative generator with a wrong rule (on a rejection,
+    keep the draft's token: the residual is q instead of the target's choice) changes the greedy text."""
     target, draft = toy.make_toy_pair(vocab_size=16, draft_noise=1.5, seed=0)
     plain = toy.generate_plain(target, [0], 60, temperature=0.0)
-    drafted = toy.generate_plain(draft, [0], 60, temperature=0.0)
-    assert drafted != plain
+    right, _ = toy.generate_speculative(target, draft, [0], 60, k=4, temperature=0.0, generator=gen(0))
+    wrong, stats = toy.generate_speculative(target, draft, [0], 60, k=4, temperature=0.0, generator=gen(0),
+                                            residual=lambda p, q: q)
+    assert right == plain and wrong != plain
+    assert stats.draft_acceptance_rate < 1.0  # drafts were rejected, and the wrong rule kept them anyway
 
 
 def test_perfect_draft_accepts_everything():

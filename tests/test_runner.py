@@ -1,0 +1,51 @@
+"""The main job's time-left estimate: arithmetic against hand-computed values, and where it reads from."""
+
+import json
+from pathlib import Path
+
+from speclab import runner
+
+BOOKS = [Path(f"{n}.ipynb") for n in ("00_a", "01_b", "02_c")]
+
+
+def test_time_left_scales_the_remaining_lessons_by_the_pace_so_far():
+    expected = {"00_a": 100, "01_b": 100, "02_c": 300}
+    assert runner.time_left(BOOKS, 0, 0.0, expected) == 500  # nothing done yet: the reference times
+    assert runner.time_left(BOOKS, 1, 200.0, expected) == 800  # twice as slow as the reference so far
+    assert runner.time_left(BOOKS, 2, 100.0, expected) == 150  # twice as fast
+    assert runner.time_left(BOOKS, 1, 20.0, {"00_a": 10, "01_b": 20, "02_c": 30}) == 50  # too little done to judge
+    assert runner.time_left(BOOKS, 0, 0.0, {"00_a": 10, "02_c": 30}) == 60  # 01_b counts as the median, 20
+    assert runner.time_left(BOOKS, 0, 0.0, {}) is None
+
+
+def test_the_progress_line_says_how_long_is_left():
+    line = runner._progress(2, BOOKS, 200.0, {"00_a": 100, "01_b": 100, "02_c": 300})
+    assert line == "[2/3] 01_b.ipynb ... (elapsed 200 s, about 13 min left)"
+    assert runner._progress(1, BOOKS, 0.0, {}) == "[1/3] 00_a.ipynb ... (elapsed 0 s)"
+
+
+def _summary(folder: Path, profile: str, seconds: float, parameters=None):
+    folder.mkdir(parents=True)
+    record = {"profile": profile, "notebooks": [{"notebook": "00_a.ipynb", "ok": True, "seconds": seconds},
+                                                {"notebook": "01_b.ipynb", "ok": False, "seconds": 1.0}]}
+    if parameters is not None:
+        record["parameters"] = parameters
+    (folder / "summary.json").write_text(json.dumps(record))
+
+
+def test_expected_times_come_from_this_machines_newest_default_run(tmp_path):
+    _summary(tmp_path / "20261101-000000", "cpu-tiny", 10.0)
+    _summary(tmp_path / "20261102-000000", "cpu-tiny", 20.0, parameters={})
+    _summary(tmp_path / "20261103-000000", "cpu-tiny", 99.0, parameters={"output_len": 16})  # not the defaults
+    _summary(tmp_path / "20261104-000000", "gpu-tiny", 5.0)  # another profile
+    (tmp_path / "20261105-000000").mkdir()  # a run that has not finished
+    assert runner.expected_seconds("cpu-tiny", tmp_path) == {"00_a": 20.0}  # failed lessons do not count
+    assert runner.expected_seconds("gpu-tiny", tmp_path) == {"00_a": 5.0}
+
+
+def test_without_a_run_the_shipped_reference_times_are_used(tmp_path):
+    shipped = json.loads(runner.LESSON_SECONDS.read_text())
+    reference = runner.expected_seconds("cpu-tiny", tmp_path)
+    assert reference == shipped["cpu-tiny"]["seconds"]
+    assert set(reference) == {b.stem for b in runner.series()}  # every lesson has a time
+    assert runner.expected_seconds("gpu-synthetic", tmp_path) == {}
