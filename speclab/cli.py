@@ -1,7 +1,7 @@
 """speclab: provision models, check the environment, benchmark, migrate old flags, run the lessons, serve.
 
 ``speclab bench`` takes every flag of vLLM's offline speculative-decoding benchmark script
-(the seed) with the same meaning and default, prints the same report, and adds a baseline
+(vLLM's offline speculative-decoding example) with the same meaning and default, prints the same report, and adds a baseline
 run, the speedup and a JSON record.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .profiles import DEFAULT_CPU_PROFILE, SpeclabError, cuda_available
 
-# The seed's self-test: vLLM's reference acceptance lengths under fixed flags (Llama-3.1-8B-Instruct,
+# vLLM's offline example's self-test: vLLM's reference acceptance lengths under fixed flags (Llama-3.1-8B-Instruct,
 # MT-bench 80 prompts, k=3, greedy, chunked prefill, tp=1), 2% tolerance.
 GPU_REFERENCE = {"eagle": 2.296, "eagle3": 2.811}
 GPU_REFERENCE_RTOL = 0.02
@@ -96,7 +96,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument("--enable-chunked-prefill", action="store_true")
     p.add_argument("--max-model-len", type=int, default=None,
-                   help="default 16384 on a GPU (as in the seed); the profile's own on the CPU")
+                   help="default 16384 on a GPU (as in vLLM's offline example); the profile's own on the CPU")
     p.add_argument("--temp", type=float, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=-1)
@@ -112,7 +112,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallel-drafting", action="store_true")
     p.add_argument("--allowed-local-media-path", default="")
     p.add_argument("--use-heterogeneous-vocab", action="store_true")
-    # dataset flags (the seed takes them from vLLM's dataset parser)
+    # dataset flags (vLLM's example takes them from its dataset parser)
     p.add_argument("--dataset-name", default="bundled", choices=["bundled", "custom", "hf"],
                    help="bundled: speclab's data/prompts sets; custom: a local JSONL/text file; hf: a Hugging Face dataset (online)")
     p.add_argument("--dataset-path", default=None,
@@ -404,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_models)
     e = sub.add_parser("env", help="what this machine offers: device, versions, methods")
     e.set_defaults(func=cmd_env)
-    b = sub.add_parser("bench", help="the seed's offline benchmark, with --baseline and --json")
+    b = sub.add_parser("bench", help="vLLM's offline speculative-decoding benchmark, with --baseline and --json")
     add_bench_args(b)
     b.set_defaults(func=cmd_bench)
     g = sub.add_parser("migrate", help="rewrite an old vLLM command line (removed flags) for today's vLLM")

@@ -439,8 +439,9 @@ def watch(server, work: Callable[[], object] | None = None, samples: int = 10, i
           interactive: bool = False, k: int | None = None):
     """Sample ``/metrics`` every ``interval`` s while ``work()`` (e.g. a load) runs in a thread.
 
-    Headless: exactly ``samples`` samples, then wait for the work. Interactive: a live plot and
-    a status line (ipywidgets) redrawn at every sample, sampling until the work is done.
+    Headless: a sample every ``interval`` while the work runs and one after it ends (at least two),
+    at most ``samples``, then wait for the work; without work, exactly ``samples``. Interactive: a
+    live plot and a status line (ipywidgets) redrawn at every sample, sampling until the work is done.
     Returns ``(trace, work_result)``.
     """
     box: dict = {}
@@ -458,12 +459,15 @@ def watch(server, work: Callable[[], object] | None = None, samples: int = 10, i
     trace, t0 = MetricsTrace(), time.perf_counter()
     while True:
         tick = time.perf_counter()
+        done = thread is not None and not thread.is_alive()  # asked before sampling: this sample sees its end
         try:
             trace.samples.append(sample_metrics(server, t0))
         except Exception:  # the server went away: stop watching; the work's own result says what failed
             break
         if view:
             view.update(trace)
+        if done and len(trace.samples) >= 2:
+            break
         busy = thread is not None and thread.is_alive()
         if len(trace.samples) >= samples and not (interactive and busy):
             break

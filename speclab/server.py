@@ -34,7 +34,7 @@ HOST = "127.0.0.1"
 ENTRY_POINT = "vllm.entrypoints.openai.api_server"
 STARTUP_TIMEOUT_S = 900.0  # CPU starts took 60-280 s here; a torch.compile warm-up on a busy machine, over 10 min
 STOP_TIMEOUT_S = 20.0
-CHECK_PROMPT = "Write a Python script to read a CSV file:"  # the seeds' curl check
+CHECK_PROMPT = "Write a Python script to read a CSV file:"  # a quick-start guide's curl check
 CHECK_MAX_TOKENS = 200
 
 
@@ -273,7 +273,7 @@ def serve(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_confi
 # ---------------------------------------------------------------- clients
 
 def curl_command(server, prompt: str = CHECK_PROMPT, max_tokens: int = CHECK_MAX_TOKENS) -> str:
-    """The seeds' check as one shell line: a greedy completion request to the server."""
+    """A quick-start guide's check as one shell line: a greedy completion request to the server."""
     body = json.dumps({"model": server.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
     return (f"curl {server.base_url}/v1/completions -H 'Content-Type: application/json' "
             f"-d {shlex.quote(body)}")

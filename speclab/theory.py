@@ -75,7 +75,7 @@ def predicted_positions(a: float, k: int) -> list[float]:
 
 
 def rule_of_thumb(draft_acceptance_rate: float) -> str:
-    """The seeds' tuning rule: above 70% raise k; below 50% lower it (or change drafter)."""
+    """A common tuning rule: above 70% raise k; below 50% lower it (or change drafter)."""
     if draft_acceptance_rate > 0.70:
         return "raise k"
     if draft_acceptance_rate < 0.50:

@@ -425,6 +425,9 @@ def load_target(device: str = "cpu"):
     import torch
     from transformers import AutoModelForCausalLM
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would land in the lesson's output
     model = AutoModelForCausalLM.from_pretrained(str(fetch_smollm2(quiet=True)), dtype=torch.float32)
     return model.to(device).eval()
 
@@ -1023,7 +1026,7 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
                 best = [p.detach().clone() for p in params]
         if not quiet and logging:
             shown = f" | val {result.validation[-1][1]:.3f}" if val else ""
-            print(f"[{method}] step {step:4d} loss {float(loss):.3f} acc {' '.join(f'{a:.2f}' for a in accs)}{shown} "
+            print(f"[{method}] step {step:4d} loss {loss.detach().item():.3f} acc {' '.join(f'{a:.2f}' for a in accs)}{shown} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
         if last:
             result.steps = step + 1

@@ -62,3 +62,16 @@ def test_a_handler_made_inside_keeps_writing_to_the_log_after_the_block(tmp_path
     out, err = capfd.readouterr()
     assert "Logging error" not in err and out == ""
     assert "at import" in path.read_text() and "at shutdown" in path.read_text()
+
+
+def test_stderr_alone_can_go_to_the_log(tmp_path, capfd):
+    """The main job keeps its progress lines on stdout while a kernel's warnings go to the lesson log."""
+    path = tmp_path / "lesson.log"
+    with logs.to_log(path, stdout=False):
+        print("progress")
+        print("kernel warning", file=sys.stderr)
+        subprocess.run([sys.executable, "-c", "import sys; print('child out'); print('child warning', file=sys.stderr)"])
+    out, err = capfd.readouterr()
+    assert out == "progress\nchild out\n" and err == ""
+    assert "kernel warning" in path.read_text() and "child warning" in path.read_text()
+    assert "progress" not in path.read_text()
