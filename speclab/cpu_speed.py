@@ -22,8 +22,9 @@ import statistics
 import sys
 
 from . import bench, configs, metrics
-from .engine import RESERVED_CPUS_ENV as RESERVED_ENV, open_engine
-from .profiles import DEFAULT_CPU_PROFILE, SpeclabError
+from .engine import RESERVED_CPUS_ENV as RESERVED_ENV, open_engine, resolve_drafter
+from .models import resolve_model
+from .profiles import DEFAULT_CPU_PROFILE, SpeclabError, get_profile
 from .report import write_json
 
 METHODS = ("ngram", "eagle3")
@@ -53,7 +54,13 @@ def measure_engine(profile: str, config: dict | None, inputs: list, sampling, en
 
 def run(profile: str, methods: list[str], k: int, reserved: list[str], engines: int, categories: list[str],
         per_category: int, output_len: int, enforce_eager: bool, log=print) -> list[dict]:
-    """Every (reserved cores, method) on ``engines`` fresh engines -> one row per mode with medians."""
+    """Every (reserved cores, method) on ``engines`` fresh engines -> one row per mode with medians.
+
+    Every config is checked against the target before the first engine starts."""
+    chosen = {m: method_config(profile, m, k) for m in ["baseline", *methods]}
+    target = resolve_model(get_profile(profile).target)
+    for config in chosen.values():
+        configs.validate(resolve_drafter(config), target=target)
     prompts, inputs = bench.prompt_inputs(profile, "workloads", category=categories,
                                          num_prompts=per_category * len(categories))
     sampling = bench.greedy(output_len)
@@ -65,8 +72,7 @@ def run(profile: str, methods: list[str], k: int, reserved: list[str], engines: 
                 os.environ.pop(RESERVED_ENV, None)
             else:
                 os.environ[RESERVED_ENV] = setting
-            for method in ["baseline", *methods]:
-                config = method_config(profile, method, k)
+            for method, config in chosen.items():
                 runs = []
                 for i in range(engines):
                     log(f"reserved cpus {setting}, {method}, engine {i + 1}/{engines} ...")

@@ -107,6 +107,14 @@ def _progress(i: int, books: list[Path], elapsed: float, expected: dict[str, flo
     return f"[{i}/{len(books)}] {books[i - 1].name} ... (elapsed {elapsed:.0f} s{about})"
 
 
+def kernel_env(vllm_log: Path) -> dict[str, str]:
+    """What a lesson's kernel gets on top of our environment: its log file, and this checkout on the
+    import path (the kernel runs in notebooks/, so a checkout that was never pip-installed still
+    imports speclab, as on a GPU machine where the tree was copied in)."""
+    path = [str(REPO_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {logs.ENV: str(vllm_log), "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
+
+
 def _results(run_dir: Path) -> dict:
     found = {}
     for path in sorted((run_dir / "results").glob("*.json")):
@@ -147,7 +155,7 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
         params.update((per_notebook or {}).get(book.stem, {}))
         log(_progress(i, books, time.perf_counter() - started, expected))
         vllm_log = run_dir / "logs" / f"{book.stem}.log"
-        ok, seconds, error = execute(book, run_dir / "notebooks", params, env={logs.ENV: str(vllm_log)},
+        ok, seconds, error = execute(book, run_dir / "notebooks", params, env=kernel_env(vllm_log),
                                      stderr_log=vllm_log)
         if error and vllm_log.is_file():
             error += f" (vLLM's output: {vllm_log})"

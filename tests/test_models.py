@@ -162,6 +162,7 @@ def test_a_small_cpu_machine_computes_on_every_core(monkeypatch):
     (["--methods", "ngram,bogus"], "unknown method 'bogus'"),
     (["--reserved-cpus", "one"], "--reserved-cpus takes whole numbers"),
     (["--engines", "0"], "must be at least 1"),
+    (["--methods", "mtp"], "needs a target with MTP layers"),  # checked against SmolLM2 before any engine
 ])
 def test_the_cpu_benchmark_refuses_bad_input_before_any_engine(argv, message, capsys):
     from speclab import cpu_speed

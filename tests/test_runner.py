@@ -1,6 +1,8 @@
-"""The main job's time-left estimate: arithmetic against hand-computed values, and where it reads from."""
+"""The main job's runner: the time-left estimate (arithmetic against hand-computed values, and where it
+reads from) and what a lesson's kernel gets."""
 
 import json
+import os
 from pathlib import Path
 
 from speclab import runner
@@ -49,3 +51,12 @@ def test_without_a_run_the_shipped_reference_times_are_used(tmp_path):
     assert reference == shipped["cpu-tiny"]["seconds"]
     assert set(reference) == {b.stem for b in runner.series()}  # every lesson has a time
     assert runner.expected_seconds("gpu-synthetic", tmp_path) == {}
+
+
+def test_a_lesson_kernel_imports_this_checkout(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTHONPATH", f"/opt/site{os.pathsep}{runner.REPO_ROOT}")
+    env = runner.kernel_env(tmp_path / "00.log")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(runner.REPO_ROOT), "/opt/site"]  # first, once
+    assert env[runner.logs.ENV] == str(tmp_path / "00.log")
+    monkeypatch.delenv("PYTHONPATH")
+    assert runner.kernel_env(tmp_path / "00.log")["PYTHONPATH"] == str(runner.REPO_ROOT)
