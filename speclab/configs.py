@@ -85,6 +85,8 @@ def check_fields(config) -> dict:
     lo, hi = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
     if lo is not None and hi is not None and lo > hi:
         raise ConfigError(f"prompt_lookup_min ({lo}) > prompt_lookup_max ({hi}): lower the min or raise the max")
+    if config.get("num_speculative_tokens_per_batch_size") is not None:
+        _check_schedule(config["num_speculative_tokens_per_batch_size"])
     model = config.get("model")
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise ConfigError(f"model must be a folder or a Hugging Face id (text), got {model!r}")
@@ -97,6 +99,33 @@ def check_fields(config) -> dict:
     if quant is not None and not isinstance(quant, str):
         raise ConfigError(f"quantization must be a method name such as 'fp8', got {quant!r}")
     return config
+
+
+def _check_schedule(schedule) -> None:
+    """vLLM's dynamic k: ``[[first batch, last batch, k], ...]``, from batch 1 upward, ranges apart."""
+    hint = "give [[first batch, last batch, k], ...] in order from batch 1, e.g. [[1, 4, 3], [5, 5, 0]]"
+    name = "num_speculative_tokens_per_batch_size"
+    if not isinstance(schedule, (list, tuple)) or not schedule:
+        raise ConfigError(f"{name} must be a non-empty list: {hint}")
+    end = 0
+    for entry in schedule:
+        if (not isinstance(entry, (list, tuple)) or len(entry) != 3
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in entry)):
+            raise ConfigError(f"{name} entry {entry!r} is not three whole numbers: {hint}")
+        first, last, k = entry
+        starts_right = first == 1 if end == 0 else first > end
+        if not starts_right:
+            raise ConfigError(f"{name} entry {list(entry)} must start at batch {end + 1}"
+                              f"{'' if end == 0 else ' or later'}: {hint}")
+        if last < first or k < 0:
+            raise ConfigError(f"{name} entry {list(entry)} needs first <= last and k >= 0: {hint}")
+        end = last
+
+
+def vllm_knows(key: str) -> bool:
+    """Whether the installed vLLM's SpeculativeConfig has this field (read from its source, not imported)."""
+    known = _vllm_source_literals()
+    return bool(known) and key in known[0]
 
 
 def ngram(k: int = DEFAULT_K, prompt_lookup_max: int = DEFAULT_LOOKUP_MAX, prompt_lookup_min: int = DEFAULT_LOOKUP_MIN) -> dict:

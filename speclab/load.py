@@ -362,6 +362,23 @@ class LoadComparison:
             self.speedups())
 
 
+def batch_size_schedule(comparison: LoadComparison, k: int) -> list[list[int]]:
+    """vLLM's ``num_speculative_tokens_per_batch_size`` from a measured sweep: k up to the highest
+    level where speculation paid (and every level below it did too), 0 drafts above it.
+
+    Running requests stand in for the batch size: at c clients a server runs about c requests per step.
+    vLLM carries the last entry's k to every larger batch.
+    """
+    paid = 0
+    for c, x in zip(comparison.concurrency, comparison.speedups()):
+        if x is None or x < 1.0:
+            break
+        paid = c
+    if paid == 0:
+        return [[1, 1, 0]]
+    return [[1, paid, k], [paid + 1, paid + 1, 0]]
+
+
 def _cell(value) -> str:
     if value is None:
         return "-"

@@ -89,12 +89,16 @@ def grouped_bars(table: dict[str, dict[str, float]], ylabel: str, title: str = "
     return fig
 
 
-def speculation_under_load(concurrency: list[int], throughput: dict[str, list[float]], speedups: list[float | None],
+def speculation_under_load(concurrency: list[int], throughput: dict[str, list[float]],
+                           speedups: list[float | None] | dict[str, list[float | None]],
                            title: str = "Speculation under load"):
-    """Left: output tok/s per concurrency level for each run; right: the speedup, with 1.0 marked.
+    """Left: output tok/s per concurrency level for each run; right: the speedup (one line per
+    speculative run when given a dict), with 1.0 marked.
 
     Where the speedup line crosses 1.0, speculation stops paying for itself.
     """
+    if not isinstance(speedups, dict):
+        speedups = {"speculative / baseline": speedups}
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     for label, ys in throughput.items():
         left.plot(concurrency, ys, marker="o", label=label)
@@ -104,9 +108,11 @@ def speculation_under_load(concurrency: list[int], throughput: dict[str, list[fl
     left.set_ylabel("output tokens / s (all clients)")
     left.set_title(title)
     left.legend(fontsize=8)
-    xs = [c for c, x in zip(concurrency, speedups) if x is not None]
-    ys = [x for x in speedups if x is not None]
-    right.plot(xs, ys, marker="o", color="tab:green", label="speculative / baseline")
+    ys = []
+    for label, line in speedups.items():
+        xs = [c for c, x in zip(concurrency, line) if x is not None]
+        ys += [x for x in line if x is not None]
+        right.plot(xs, [x for x in line if x is not None], marker="o", label=label)
     right.axhline(1.0, color="grey", lw=1, ls=":", label="break-even")
     right.fill_between(concurrency, 0, 1.0, color="tab:red", alpha=0.07)
     right.set_xscale("log", base=2)

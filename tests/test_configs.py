@@ -28,12 +28,28 @@ def test_seed_defaults():
     (lambda: configs.eagle(target="Qwen/Qwen3-8B"), "trained for meta-llama/Llama-3.1-8B-Instruct, not Qwen/Qwen3-8B"),
     (lambda: configs.eagle3(target="Qwen/Qwen3-8B"), "pass model="),
     (lambda: configs.medusa(None), "needs its heads"),
+    (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": [[2, 4, 3]]}),
+     "entry [2, 4, 3] must start at batch 1"),
+    (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": [[1, 4, 3], [4, 8, 0]]}),
+     "entry [4, 8, 0] must start at batch 5 or later"),
+    (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": [[1, 4, -1]]}),
+     "needs first <= last and k >= 0"),
+    (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": [[1, "4", 3]]}),
+     "is not three whole numbers"),
+    (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": []}),
+     "must be a non-empty list"),
 ])
 def test_bad_input_one_line(call, fragment):
     with pytest.raises(ConfigError) as err:
         call()
     assert fragment in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_batch_size_schedule_accepted_with_gaps():
+    """vLLM carries a range's k over a gap and past the last range: both are valid schedules."""
+    config = {**configs.ngram(3), "num_speculative_tokens_per_batch_size": [[1, 4, 3], [9, 9, 1]]}
+    assert configs.check_fields(config) is config
 
 
 def test_method_support_by_version():

@@ -134,6 +134,23 @@ def test_comparison_speedup_break_even_and_files(tmp_path):
     assert cmp.figure() is not None
 
 
+def _speedups(*values):
+    base = LoadRun("baseline", None, [LevelResult(c, [RequestResult(0, True, output_tokens=100, ttft=0.1, latency=1.0)],
+                                                  seconds=10.0) for c in (1, 4, 16)], None)
+    spec = LoadRun("ngram", {"method": "ngram"}, [
+        LevelResult(c, [RequestResult(0, True, output_tokens=round(100 * x), ttft=0.1, latency=1.0)], seconds=10.0)
+        for c, x in zip((1, 4, 16), values)], None)
+    return LoadComparison(base, spec)
+
+
+def test_batch_size_schedule_from_a_sweep():
+    """k up to the highest level that paid with every level below paying too; 0 drafts above it."""
+    assert load.batch_size_schedule(_speedups(1.3, 1.1, 0.7), 3) == [[1, 4, 3], [5, 5, 0]]
+    assert load.batch_size_schedule(_speedups(1.3, 0.9, 1.2), 3) == [[1, 1, 3], [2, 2, 0]]  # a late win is noise
+    assert load.batch_size_schedule(_speedups(1.3, 1.1, 1.05), 2) == [[1, 16, 2], [17, 17, 0]]
+    assert load.batch_size_schedule(_speedups(0.8, 0.7, 0.6), 3) == [[1, 1, 0]]  # lost at one client: never draft
+
+
 def test_metrics_trace_rates_between_samples():
     trace = MetricsTrace([
         MetricsSample(0.0, 100, 0, 0, SpecCounters(10, 30, 10, (6, 3, 1))),
