@@ -224,12 +224,32 @@ def sweep(profile: str | Profile | None, speculative_configs: list[dict], inputs
         label = f"{config['method']} k={config['num_speculative_tokens']}"
         log and log(f"{label} ...")
         stats, target = run_one(profile, config, inputs, sampling_params, label, chat, **engine_overrides)
-        results.append(BenchResult(
-            profile=profile.name, target=target, method=config["method"], k=config["num_speculative_tokens"],
-            speculative_config=config, temperature=float(getattr(sampling_params, "temperature", 0.0)),
-            output_len=int(getattr(sampling_params, "max_tokens", 0) or 0), dataset=dataset,
-            speculative=stats, baseline=base, environment=versions()))
+        results.append(_result(profile, target, config, stats, base, sampling_params, dataset))
     return results
+
+
+def _result(profile: Profile, target: str, config: dict, stats: RunStats, base: RunStats | None,
+            sampling_params, dataset: str) -> BenchResult:
+    return BenchResult(
+        profile=profile.name, target=target, method=config["method"], k=config["num_speculative_tokens"],
+        speculative_config=config, temperature=float(getattr(sampling_params, "temperature", 0.0)),
+        output_len=int(getattr(sampling_params, "max_tokens", 0) or 0), dataset=dataset,
+        speculative=stats, baseline=base, environment=versions())
+
+
+def sweep_from_grid(profile: str | Profile | None, results: dict[str, dict[str, RunStats]],
+                    speculative_configs: dict[str, dict], group: str, sampling_params, *, dataset: str = "",
+                    baseline: str = "baseline") -> list[BenchResult]:
+    """One group of a ``grid`` read as a ``sweep``: one result per config, all against the same baseline.
+
+    Lesson 07 measures its k sweep and its temperature sweep on the same engines this way.
+    """
+    from .models import resolve_model
+
+    profile = get_profile(profile)
+    target = resolve_model(profile.target)
+    return [_result(profile, target, config, results[label][group], results[baseline][group], sampling_params, dataset)
+            for label, config in speculative_configs.items()]
 
 
 def compare(profile: str | Profile | None, speculative_config: dict, inputs: list, sampling_params,
@@ -290,20 +310,26 @@ def table(results: list[BenchResult]) -> str:
 
 
 def grid(profile: str | Profile | None, runs: dict[str, dict | None], groups: dict[str, tuple[list, object]],
-         *, log=None, **engine_overrides) -> dict[str, dict[str, RunStats]]:
+         *, only: dict[str, list[str]] | None = None, log=None, **engine_overrides) -> dict[str, dict[str, RunStats]]:
     """Measure every group (inputs, sampling params) on every config: one engine per config.
 
     Groups share an engine, so a temperature sweep or a per-category comparison costs one
-    engine start per config, not one per cell. Returns result[label][group].
+    engine start per config, not one per cell. ``only`` names the groups a config's engine
+    measures (default: all of them). Returns result[label][group].
     """
+    for label, names in (only or {}).items():
+        unknown = [n for n in names if n not in groups]
+        if label not in runs or unknown or not names:
+            raise configs.ConfigError(f"grid: 'only' names {label!r} -> {names!r}, but the runs are {list(runs)} "
+                                      f"and the groups {list(groups)}: name a run and at least one of its groups")
     out: dict[str, dict[str, RunStats]] = {}
     for label, config in runs.items():
+        names = (only or {}).get(label, list(groups))
         log and log(f"{label} ...")
         with open_engine(profile, config, **engine_overrides) as llm:
-            first_inputs, first_sampling = next(iter(groups.values()))
+            first_inputs, first_sampling = groups[names[0]]
             warm_up(llm, first_sampling, first_inputs[0])
-            out[label] = {name: measure(llm, inputs, sampling, label=f"{label}/{name}")
-                          for name, (inputs, sampling) in groups.items()}
+            out[label] = {name: measure(llm, *groups[name], label=f"{label}/{name}") for name in names}
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from .profiles import SpeclabError
+from .server import carries_tokens
 
 DEFAULT_LEVELS = (1, 4, 16, 64)
 REQUEST_TIMEOUT_S = 300.0
@@ -98,8 +100,7 @@ async def _stream(http, url: str, body: dict, index: int, sent: float) -> Reques
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
             for choice in chunk.get("choices") or []:
-                piece = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
-                if piece:
+                if carries_tokens(choice, chat):
                     last = time.perf_counter()
                     first = first if first is not None else last
     if not done:
@@ -363,20 +364,24 @@ class LoadComparison:
 
 
 def batch_size_schedule(comparison: LoadComparison, k: int) -> list[list[int]]:
-    """vLLM's ``num_speculative_tokens_per_batch_size`` from a measured sweep: k up to the highest
-    level where speculation paid (and every level below it did too), 0 drafts above it.
+    """vLLM's ``num_speculative_tokens_per_batch_size`` from a measured sweep: k where speculation
+    paid, 0 drafts where it lost.
 
-    Running requests stand in for the batch size: at c clients a server runs about c requests per step.
-    vLLM carries the last entry's k to every larger batch.
+    Running requests stand in for the batch size (at c clients a server runs about c requests per
+    step). Each batch size takes the decision of the nearest measured level on a log scale, so the
+    border between levels 4 and 16 lies at 8; vLLM carries the last entry's k to larger batches.
     """
-    paid = 0
-    for c, x in zip(comparison.concurrency, comparison.speedups()):
-        if x is None or x < 1.0:
-            break
-        paid = c
-    if paid == 0:
-        return [[1, 1, 0]]
-    return [[1, paid, k], [paid + 1, paid + 1, 0]]
+    levels, speedups = comparison.concurrency, comparison.speedups()
+    schedule, first = [], 1
+    for i, (c, x) in enumerate(zip(levels, speedups)):
+        last = int(math.sqrt(c * levels[i + 1])) if i + 1 < len(levels) else c
+        k_here = k if x is not None and x >= 1.0 else 0
+        if schedule and schedule[-1][2] == k_here:
+            schedule[-1][1] = last
+        else:
+            schedule.append([first, last, k_here])
+        first = last + 1
+    return schedule
 
 
 def _cell(value) -> str:

@@ -294,6 +294,19 @@ class StreamTiming:
         return (self.latency - self.ttft) / (self.output_tokens - 1) if self.output_tokens > 1 else 0.0
 
 
+def carries_tokens(choice: dict, chat: bool) -> bool:
+    """Whether a streamed choice brings new tokens: vLLM sends a chunk per step that produced some.
+
+    Its text can be empty (a token that decodes to nothing yet, or an id the tokenizer lacks, as with
+    random weights on a borrowed tokenizer), so the chunk counts, not its text. A chat stream's first
+    chunk only names the role.
+    """
+    if chat:
+        delta = choice.get("delta") or {}
+        return delta.get("content") is not None and not delta.get("role")
+    return choice.get("text") is not None
+
+
 def stream_timed(client, model: str, prompt: str | None = None, messages: list | None = None,
                  max_tokens: int = 64, temperature: float = 0.0, extra_body: dict | None = None) -> StreamTiming:
     """Stream one completion (``prompt``) or chat (``messages``) with the openai client; time it.
@@ -314,8 +327,8 @@ def stream_timed(client, model: str, prompt: str | None = None, messages: list |
         if chunk.usage is not None:
             tokens = chunk.usage.completion_tokens
         for choice in chunk.choices:
-            piece = choice.delta.content if messages is not None else choice.text
-            if piece:
+            if carries_tokens(choice.model_dump(), chat=messages is not None):
+                piece = choice.delta.content if messages is not None else choice.text
                 now = time.perf_counter()
                 first = first if first is not None else now
                 last = now

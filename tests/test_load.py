@@ -144,11 +144,12 @@ def _speedups(*values):
 
 
 def test_batch_size_schedule_from_a_sweep():
-    """k up to the highest level that paid with every level below paying too; 0 drafts above it."""
-    assert load.batch_size_schedule(_speedups(1.3, 1.1, 0.7), 3) == [[1, 4, 3], [5, 5, 0]]
-    assert load.batch_size_schedule(_speedups(1.3, 0.9, 1.2), 3) == [[1, 1, 3], [2, 2, 0]]  # a late win is noise
-    assert load.batch_size_schedule(_speedups(1.3, 1.1, 1.05), 2) == [[1, 16, 2], [17, 17, 0]]
-    assert load.batch_size_schedule(_speedups(0.8, 0.7, 0.6), 3) == [[1, 1, 0]]  # lost at one client: never draft
+    """k where a level paid, 0 where it lost; borders at the geometric middle of two levels (1|4 -> 2, 4|16 -> 8)."""
+    assert load.batch_size_schedule(_speedups(1.3, 1.1, 0.7), 3) == [[1, 8, 3], [9, 16, 0]]
+    assert load.batch_size_schedule(_speedups(1.3, 0.9, 1.2), 3) == [[1, 2, 3], [3, 8, 0], [9, 16, 3]]
+    assert load.batch_size_schedule(_speedups(1.3, 1.1, 1.05), 2) == [[1, 16, 2]]
+    assert load.batch_size_schedule(_speedups(0.8, 0.7, 1.6), 3) == [[1, 8, 0], [9, 16, 3]]  # a GPU's small model
+    assert load.batch_size_schedule(_speedups(0.8, 0.7, 0.6), 3) == [[1, 16, 0]]  # never paid: never draft
 
 
 def test_metrics_trace_rates_between_samples():
