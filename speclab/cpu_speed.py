@@ -22,7 +22,7 @@ import statistics
 import sys
 
 from . import bench, configs, metrics
-from .engine import RESERVED_CPUS_ENV as RESERVED_ENV, open_engine, resolve_drafter
+from .engine import RESERVED_CPUS_ENV, open_engine, resolve_drafter
 from .models import resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, SpeclabError, get_profile
 from .report import write_json
@@ -64,14 +64,14 @@ def run(profile: str, methods: list[str], k: int, reserved: list[str], engines: 
     prompts, inputs = bench.prompt_inputs(profile, "workloads", category=categories,
                                          num_prompts=per_category * len(categories))
     sampling = bench.greedy(output_len)
-    saved = os.environ.get(RESERVED_ENV)
+    saved = os.environ.get(RESERVED_CPUS_ENV)
     rows = []
     try:
         for setting in reserved:
             if setting == "default":
-                os.environ.pop(RESERVED_ENV, None)
+                os.environ.pop(RESERVED_CPUS_ENV, None)
             else:
-                os.environ[RESERVED_ENV] = setting
+                os.environ[RESERVED_CPUS_ENV] = setting
             for method, config in chosen.items():
                 runs = []
                 for i in range(engines):
@@ -84,9 +84,9 @@ def run(profile: str, methods: list[str], k: int, reserved: list[str], engines: 
                                  "acceptance_length": runs[0][mode][1].acceptance_length if config else None})
     finally:
         if saved is None:
-            os.environ.pop(RESERVED_ENV, None)
+            os.environ.pop(RESERVED_CPUS_ENV, None)
         else:
-            os.environ[RESERVED_ENV] = saved
+            os.environ[RESERVED_CPUS_ENV] = saved
     for row in rows:
         base = next(r for r in rows if r["reserved_cpus"] == row["reserved_cpus"] and r["mode"] == row["mode"]
                     and r["method"] == "baseline")

@@ -62,3 +62,31 @@ def test_write_atomic_keeps_old_file_on_failure(tmp_path):
     with pytest.raises(Exception):
         write_atomic(path, Boom())
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_sweep_from_grid_pairs_each_config_with_the_baseline_of_the_same_group():
+    """Lesson 07 reads its k sweep out of a grid whose engines also ran the temperature groups."""
+    from speclab import bench
+
+    def stats(label, seconds, ids):
+        return RunStats(label, 1, 100, seconds, SpecCounters(), token_ids=[ids], margins=[[4.0] * len(ids)])
+
+    greedy = bench.greedy(100)
+    grid = {"baseline": {"T=0.0": stats("b", 4.0, [1, 2]), "T=1.0": stats("b1", 1.0, [7])},
+            "ngram k=1": {"T=0.0": stats("k1", 2.0, [1, 2])},
+            "ngram k=3": {"T=0.0": stats("k3", 5.0, [1, 2]), "T=1.0": stats("k3t", 1.0, [8])}}
+    configs_by_label = {"ngram k=1": {"method": "ngram", "num_speculative_tokens": 1},
+                        "ngram k=3": {"method": "ngram", "num_speculative_tokens": 3}}
+    sweep = bench.sweep_from_grid("cpu-tiny", grid, configs_by_label, "T=0.0", greedy)
+    assert [(r.k, r.speedup) for r in sweep] == [(1, pytest.approx(2.0)), (3, pytest.approx(0.8))]
+    assert all(r.baseline is grid["baseline"]["T=0.0"] and r.greedy_check.ok for r in sweep)
+
+
+def test_grid_refuses_an_only_that_names_nothing_it_has_before_any_engine():
+    from speclab import bench
+    from speclab.configs import ConfigError
+
+    groups = {"T=0.0": ([[1, 2]], bench.greedy(8))}
+    for only in ({"ngram k=9": ["T=0.0"]}, {"baseline": ["T=0.5"]}, {"baseline": []}):
+        with pytest.raises(ConfigError, match="grid: 'only' names"):
+            bench.grid("cpu-tiny", {"baseline": None}, groups, only=only)
