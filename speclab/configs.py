@@ -509,6 +509,16 @@ def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
         config.update(spec)
         if "num_speculative_tokens" not in config:
             raise ConfigError("--speculative-model without --num-speculative-tokens: vLLM needs k, e.g. 3")
+        limit = config.pop("disable_by_batch_size", None)
+        if limit is not None:  # today's vLLM has a batch-size schedule instead
+            if limit < 1:
+                raise ConfigError(f"--speculative-disable-by-batch-size {limit}: expected a whole number >= 1")
+            schedule = [[1, limit, config["num_speculative_tokens"]], [limit + 1, limit + 1, 0]]
+            config["num_speculative_tokens_per_batch_size"] = schedule
+            notes = [n for n in notes if "disable_by_batch_size" not in n]
+            notes.append(f"--speculative-disable-by-batch-size {limit} -> speculative_config"
+                         f"['num_speculative_tokens_per_batch_size'] {schedule}: k drafts while at most {limit} "
+                         "requests run, none above")
         if method == "ngram" and "prompt_lookup_max" not in config:
             notes.append("ngram without --ngram-prompt-lookup-max: today's default lookup window applies")
         check_fields(config)  # what today's vLLM would refuse (k=0, min > max) is refused here

@@ -135,6 +135,20 @@ def test_migrate_every_removed_flag():
     assert spec["method"] == "eagle" and spec["draft_tensor_parallel_size"] == 1
 
 
+def test_migrate_disable_by_batch_size_to_a_schedule():
+    """The removed flag became vLLM's batch-size schedule: k up to the limit, no drafts above it."""
+    argv, notes = configs.migrate_command("vllm serve m --speculative-model [ngram] --num-speculative-tokens 4 "
+                                          "--speculative-disable-by-batch-size 8")
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec == {"method": "ngram", "num_speculative_tokens": 4,
+                    "num_speculative_tokens_per_batch_size": [[1, 8, 4], [9, 9, 0]]}
+    assert "disable_by_batch_size" not in spec and any("at most 8 requests run" in n for n in notes)
+    configs.validate(spec)  # the installed vLLM knows the field
+    with pytest.raises(ConfigError, match="expected a whole number >= 1"):
+        configs.migrate_command("vllm serve m --speculative-model [ngram] --num-speculative-tokens 4 "
+                                "--speculative-disable-by-batch-size 0")
+
+
 def test_migrate_errors_and_passthrough():
     assert configs.migrate_command("vllm serve m --port 8000") == (["vllm", "serve", "m", "--port", "8000"], [])
     with pytest.raises(ConfigError, match="no --speculative-model"):
