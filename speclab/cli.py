@@ -368,18 +368,20 @@ def cmd_serve_checked(args) -> int:
     """``speclab serve`` after its own flags are checked (the server itself takes minutes to say no)."""
     from . import configs
     from .profiles import get_profile
-    from .server import HOST, cmd_serve
+    from .server import LISTEN_HOSTS, cmd_serve
 
-    port = args.port
+    port, host = args.port, args.host
+    _require(host in LISTEN_HOSTS, f"--host {host}: speclab checks the server on 127.0.0.1, so give 127.0.0.1 "
+                                   "(this machine only) or 0.0.0.0 (every interface, for other machines in the room)")
     _require(port is None or 1 <= port <= 65535, f"--port must be in 1-65535, got {port}")
     if port is not None:
         import socket
 
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
-                sock.bind((HOST, port))
+                sock.bind((host, port))
             except OSError as err:
-                raise SpeclabError(f"--port {port}: cannot listen on {HOST}:{port} ({err.strerror}): "
+                raise SpeclabError(f"--port {port}: cannot listen on {host}:{port} ({err.strerror}): "
                                    "pick another port or leave --port out") from None
     _require(args.startup_timeout > 0, f"--startup-timeout must be > 0 seconds, got {args.startup_timeout}")
     if args.method == "ngram":

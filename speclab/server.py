@@ -31,6 +31,7 @@ from .models import cache_dir, resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, Profile, SpeclabError, get_profile, require_device
 
 HOST = "127.0.0.1"
+LISTEN_HOSTS = ("127.0.0.1", "0.0.0.0")  # both answer on 127.0.0.1, where speclab checks and measures
 ENTRY_POINT = "vllm.entrypoints.openai.api_server"
 STARTUP_TIMEOUT_S = 900.0  # CPU starts took 60-280 s here; a torch.compile warm-up on a busy machine, over 10 min
 STOP_TIMEOUT_S = 20.0
@@ -59,12 +60,18 @@ def _flag(key: str) -> str:
 
 
 def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
-                port: int, enforce_eager: bool = False, extra_args=()) -> list[str]:
-    """The command line that starts the server (the same defaults as ``speclab.engine``)."""
+                port: int, enforce_eager: bool = False, extra_args=(), host: str = HOST) -> list[str]:
+    """The command line that starts the server (the same defaults as ``speclab.engine``).
+
+    ``host``: where it listens, 127.0.0.1 (this machine) or 0.0.0.0 (every interface: a workshop room).
+    """
+    if host not in LISTEN_HOSTS:
+        raise SpeclabError(f"host {host!r}: speclab checks the server on 127.0.0.1, so it listens on 127.0.0.1 "
+                           "(this machine only) or 0.0.0.0 (every interface, for other machines in the room)")
     profile = get_profile(profile)
     kwargs = engine_kwargs(profile, speculative_config, device=engine_device())
     argv = [sys.executable, "-m", ENTRY_POINT, "--model", kwargs.pop("model"),
-            "--served-model-name", served_name(profile), "--host", HOST, "--port", str(port)]
+            "--served-model-name", served_name(profile), "--host", host, "--port", str(port)]
     kwargs.pop("disable_log_stats")  # a server logs stats unless told otherwise
     speculative = kwargs.pop("speculative_config", None)
     for key, value in kwargs.items():
@@ -206,9 +213,25 @@ def _server_env(profile: Profile) -> dict:
     return env
 
 
+# Runs in the server's process before vLLM does. Linux then sends it SIGTERM when the thread that started
+# it dies, even by SIGKILL (a restarted Jupyter kernel, a killed test run), and vLLM stops its engine as
+# on Ctrl-C. The setting survives exec; a parent already gone by then means: do not start at all.
+_STOP_WITH_PARENT = ("import ctypes, os, signal, sys; "
+                     "ctypes.CDLL(None).prctl(1, signal.SIGTERM); "  # 1 = PR_SET_PDEATHSIG
+                     "os.getppid() == int(sys.argv[1]) or sys.exit(1); "
+                     "os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def _stopped_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` (absolute executable first) wrapped so that the server dies with its starter (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-c", _STOP_WITH_PARENT, str(os.getpid()), *argv]
+
+
 def start(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
           port: int | None = None, log_path: str | Path | None = None, startup_timeout: float = STARTUP_TIMEOUT_S,
-          extra_args=(), enforce_eager: bool = False, validate: bool = True) -> Server:
+          extra_args=(), enforce_eager: bool = False, validate: bool = True, host: str = HOST) -> Server:
     """Start the server and wait until it is healthy; prefer ``serve`` (it always stops it).
 
     ``validate=False`` skips speclab's own config check, so that vLLM's check answers.
@@ -220,13 +243,14 @@ def start(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_confi
     port = port or free_port()
     log_path = Path(log_path) if log_path else default_log_path(port)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    argv = server_argv(profile, speculative_config, port=port, enforce_eager=enforce_eager, extra_args=extra_args)
+    argv = server_argv(profile, speculative_config, port=port, enforce_eager=enforce_eager, extra_args=extra_args,
+                       host=host)
     started = time.perf_counter()
     with open(log_path, "wb") as log:
         log.write(f"$ {shlex.join(argv)}\n".encode())
         log.flush()
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=_server_env(profile), start_new_session=True)
+        process = subprocess.Popen(_stopped_with_parent(argv), stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=_server_env(profile), start_new_session=True)
     server = Server(port, served_name(profile), log_path, process, speculative_config)
     atexit.register(server.stop)  # a kernel that exits without leaving the with-block
     try:
@@ -260,10 +284,10 @@ def _wait_healthy(server: Server, timeout: float) -> None:
 @contextlib.contextmanager
 def serve(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
           port: int | None = None, log_path: str | Path | None = None, startup_timeout: float = STARTUP_TIMEOUT_S,
-          extra_args=(), enforce_eager: bool = False, validate: bool = True):
+          extra_args=(), enforce_eager: bool = False, validate: bool = True, host: str = HOST):
     """Run vLLM's OpenAI-compatible server for the block; yields a :class:`Server`."""
     server = start(profile, speculative_config, port=port, log_path=log_path, startup_timeout=startup_timeout,
-                   extra_args=extra_args, enforce_eager=enforce_eager, validate=validate)
+                   extra_args=extra_args, enforce_eager=enforce_eager, validate=validate, host=host)
     try:
         yield server
     finally:
@@ -367,6 +391,8 @@ def add_serve_args(p) -> None:
     p.add_argument("--prompt-lookup-max", type=int, default=configs.DEFAULT_LOOKUP_MAX)
     p.add_argument("--prompt-lookup-min", type=int, default=configs.DEFAULT_LOOKUP_MIN)
     p.add_argument("--port", type=int, default=None, help="default: a free port")
+    p.add_argument("--host", default=HOST, help="where to listen: 127.0.0.1 (default, this machine) or 0.0.0.0 "
+                                                  "(every interface; vLLM's server has no authentication)")
     p.add_argument("--enforce-eager", action="store_true", help="skip torch.compile: faster start, slower tokens")
     p.add_argument("--startup-timeout", type=float, default=STARTUP_TIMEOUT_S)
     p.add_argument("--log", dest="log_path", default=None, help="server log file (default: under the speclab cache)")
@@ -408,7 +434,10 @@ def cmd_serve(args) -> int:
     config = config_from_args(args, profile)
     print(f"speclab: starting vLLM for {profile.name} ({args.method}); this takes a minute or two on a CPU", flush=True)
     with serve(profile, config, port=args.port, log_path=args.log_path, startup_timeout=args.startup_timeout,
-               enforce_eager=args.enforce_eager) as server:
+               enforce_eager=args.enforce_eager, host=args.host) as server:
+        if args.host != HOST:
+            print(f"listening on every interface ({args.host}): other machines reach it at this machine's address, "
+                  f"port {server.port}", flush=True)
         print(f"serving {server.model} at {server.base_url}/v1 (ready after {server.start_seconds:.0f} s)")
         print(f"speculative config: {json.dumps(config)}")
         print(f"log: {server.log_path}")

@@ -72,7 +72,7 @@ CLI_CASES = [
     (["run", "--profile", "bogus"], "unknown profile 'bogus'"),
     (["serve", "--port", "99999"], "--port must be in 1-65535, got 99999"),
     (["serve", "--port", "0"], "--port must be in 1-65535, got 0"),
-    (["serve", "--host", "0.0.0.0"], "unrecognized arguments: --host 0.0.0.0"),
+    (["serve", "--host", "10.1.2.3"], "--host 10.1.2.3: speclab checks the server on 127.0.0.1"),
     (["serve", "--num-spec-tokens", "0"], "must be a positive integer, got 0"),
     (["serve", "--startup-timeout", "0"], "--startup-timeout must be > 0"),
     (["migrate"], "usage: speclab migrate"),

@@ -9,6 +9,7 @@ no two servers run at once.
 import json
 import os
 import shlex
+import sys
 import signal
 import subprocess
 import threading
@@ -21,7 +22,7 @@ import pytest
 
 from speclab import configs, load
 from speclab.configs import ConfigError
-from speclab.profiles import get_profile
+from speclab.profiles import SpeclabError, get_profile
 from speclab.server import (ServerError, config_from_args, curl_command, group_processes, metric_values,
                             serve, server_argv, stream_timed)
 from speclab.metrics import from_prometheus
@@ -55,6 +56,10 @@ def test_argv_uses_the_module_entry_point_and_todays_config_flag():
     assert argv[argv.index("--served-model-name") + 1] == "smollm2-135m-instruct"
     assert "--enforce-eager" in argv and argv[-2:] == ["--max-num-seqs", "8"]  # extra args last: they win
     assert not any(a.startswith("--speculative-model") or a.startswith("--num-speculative") for a in argv)
+    room = server_argv("cpu-tiny", cfg, port=8123, host="0.0.0.0")  # a workshop room reaches it too
+    assert room[room.index("--host") + 1] == "0.0.0.0"
+    with pytest.raises(SpeclabError, match="listens on 127.0.0.1 .* or 0.0.0.0"):
+        server_argv("cpu-tiny", cfg, port=8123, host="10.1.2.3")  # speclab could not check it on 127.0.0.1
 
 
 def test_curl_command_is_the_seeds_check():
@@ -156,6 +161,37 @@ def _interrupt_a_served_block():
             pytest.fail("SIGINT did not interrupt the block")
     assert group_processes(s.pid) == []
     assert not [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+STARTER = """
+import sys, time
+from speclab.server import start
+s = start("cpu-tiny", None, enforce_eager=True)
+print(s.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.server
+def test_a_server_dies_with_the_process_that_started_it():
+    """A starter killed by SIGKILL (a restarted Jupyter kernel) runs no atexit or finally: the server must
+    still go, engine included, instead of holding memory and its port."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        pid = int(starter.stdout.readline())
+        members = group_processes(pid)
+        assert any("EngineCore" in " ".join(p.cmdline()) for p in members)
+    finally:
+        starter.kill()
+        starter.wait()
+    deadline = time.monotonic() + 60
+    while group_processes(pid) and time.monotonic() < deadline:
+        time.sleep(1)
+    left = group_processes(pid)
+    for p in left:  # leave nothing behind, even when the test fails
+        p.kill()
+    assert left == [], f"still running after the starter died: {[p.cmdline()[:3] for p in left]}"
 
 
 # ---------------------------------------------------------------- one shared n-gram server
