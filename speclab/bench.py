@@ -317,14 +317,15 @@ def grid(profile: str | Profile | None, runs: dict[str, dict | None], groups: di
     engine start per config, not one per cell. ``only`` names the groups a config's engine
     measures (default: all of them). Returns result[label][group].
     """
-    for label, names in (only or {}).items():
+    only = only or {}
+    for label, names in only.items():
         unknown = [n for n in names if n not in groups]
         if label not in runs or unknown or not names:
             raise configs.ConfigError(f"grid: 'only' names {label!r} -> {names!r}, but the runs are {list(runs)} "
                                       f"and the groups {list(groups)}: name a run and at least one of its groups")
     out: dict[str, dict[str, RunStats]] = {}
     for label, config in runs.items():
-        names = (only or {}).get(label, list(groups))
+        names = only.get(label, list(groups))
         log and log(f"{label} ...")
         with open_engine(profile, config, **engine_overrides) as llm:
             first_inputs, first_sampling = groups[names[0]]

@@ -368,11 +368,10 @@ def cmd_serve_checked(args) -> int:
     """``speclab serve`` after its own flags are checked (the server itself takes minutes to say no)."""
     from . import configs
     from .profiles import get_profile
-    from .server import LISTEN_HOSTS, cmd_serve
+    from .server import check_host, cmd_serve
 
     port, host = args.port, args.host
-    _require(host in LISTEN_HOSTS, f"--host {host}: speclab checks the server on 127.0.0.1, so give 127.0.0.1 "
-                                   "(this machine only) or 0.0.0.0 (every interface, for other machines in the room)")
+    check_host(host)
     _require(port is None or 1 <= port <= 65535, f"--port must be in 1-65535, got {port}")
     if port is not None:
         import socket

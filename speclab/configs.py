@@ -484,7 +484,7 @@ def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
                              "on-the-fly scheme it has; or point the drafter at a pre-quantized checkpoint)")
                 i += 1
                 continue
-            if key != "model":  # the drafter's own note (method inferred) comes first, below
+            if key not in ("model", "disable_by_batch_size"):  # those two get notes of their own, below
                 notes.append(f"{flag} {value} -> speculative_config[{key!r}]")
         elif flag in DROPPED_SWITCHES:
             notes.append(f"{flag} {DROPPED_SWITCHES[flag]}")
@@ -515,7 +515,6 @@ def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
                 raise ConfigError(f"--speculative-disable-by-batch-size {limit}: expected a whole number >= 1")
             schedule = [[1, limit, config["num_speculative_tokens"]], [limit + 1, limit + 1, 0]]
             config["num_speculative_tokens_per_batch_size"] = schedule
-            notes = [n for n in notes if "disable_by_batch_size" not in n]
             notes.append(f"--speculative-disable-by-batch-size {limit} -> speculative_config"
                          f"['num_speculative_tokens_per_batch_size'] {schedule}: k drafts while at most {limit} "
                          "requests run, none above")

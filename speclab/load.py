@@ -24,7 +24,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from .profiles import SpeclabError
-from .server import carries_tokens
+from .server import carries_tokens, metric_values, serve
 
 DEFAULT_LEVELS = (1, 4, 16, 64)
 REQUEST_TIMEOUT_S = 300.0
@@ -394,8 +394,6 @@ def compare(profile, speculative_config: dict, prompts: list | None = None, leve
             requests_per_level: int = 8, max_tokens: int = 64, enforce_eager: bool = False,
             timeout: float = REQUEST_TIMEOUT_S, progress: bool = True) -> LoadComparison:
     """Start a baseline server, sweep, stop it; then the same with speculation."""
-    from .server import serve
-
     prompts = prompts or chat_prompts()
     runs = []
     for config in (None, speculative_config):
@@ -448,7 +446,6 @@ class MetricsTrace:
 
 def sample_metrics(server, t0: float) -> MetricsSample:
     from .metrics import from_prometheus
-    from .server import metric_values
 
     text = server.metrics_text()
     values = metric_values(text)

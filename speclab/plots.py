@@ -110,9 +110,9 @@ def speculation_under_load(concurrency: list[int], throughput: dict[str, list[fl
     left.legend(fontsize=8)
     ys = []
     for label, line in speedups.items():
-        xs = [c for c, x in zip(concurrency, line) if x is not None]
-        ys += [x for x in line if x is not None]
-        right.plot(xs, [x for x in line if x is not None], marker="o", label=label)
+        points = [(c, x) for c, x in zip(concurrency, line) if x is not None]
+        right.plot([c for c, _ in points], [x for _, x in points], marker="o", label=label)
+        ys += [x for _, x in points]
     right.axhline(1.0, color="grey", lw=1, ls=":", label="break-even")
     right.fill_between(concurrency, 0, 1.0, color="tab:red", alpha=0.07)
     right.set_xscale("log", base=2)

@@ -59,15 +59,20 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+def check_host(host: str) -> None:
+    """The server must answer on 127.0.0.1, where speclab checks its health and measures it."""
+    if host not in LISTEN_HOSTS:
+        raise SpeclabError(f"--host {host}: speclab checks the server on 127.0.0.1, so it listens on 127.0.0.1 "
+                           "(this machine only) or 0.0.0.0 (every interface, for other machines in the room)")
+
+
 def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
                 port: int, enforce_eager: bool = False, extra_args=(), host: str = HOST) -> list[str]:
     """The command line that starts the server (the same defaults as ``speclab.engine``).
 
     ``host``: where it listens, 127.0.0.1 (this machine) or 0.0.0.0 (every interface: a workshop room).
     """
-    if host not in LISTEN_HOSTS:
-        raise SpeclabError(f"host {host!r}: speclab checks the server on 127.0.0.1, so it listens on 127.0.0.1 "
-                           "(this machine only) or 0.0.0.0 (every interface, for other machines in the room)")
+    check_host(host)
     profile = get_profile(profile)
     kwargs = engine_kwargs(profile, speculative_config, device=engine_device())
     argv = [sys.executable, "-m", ENTRY_POINT, "--model", kwargs.pop("model"),
