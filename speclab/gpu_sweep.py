@@ -14,8 +14,9 @@ One H200 took about 40-80 s to start each engine and 30 s to measure it; each po
 sweep is about an hour of GPU time (a call that stops at ``--deadline-s`` resumes on the next).
 
 Each part writes ``<output_dir>/<part>.json`` (default ``data/gpu_reference``) after every
-engine, so an interrupted sweep keeps what it measured and a rerun resumes where it stopped
-(``--fresh`` starts over). Engines run one after another in this process, each shut down
+point, so an interrupted sweep keeps what it measured and a rerun resumes where it stopped: it
+measures the points missing from the file and those stored from fewer than ``--engines`` engines,
+replacing their rows (``--fresh`` starts over). Engines run one after another in this process, each shut down
 (and its GPU memory seen free) before the next starts. ``--deadline-s`` stops starting new
 engines in time for a time-boxed machine.
 """
@@ -217,11 +218,21 @@ def with_speedups(runs: list[dict]) -> list[dict]:
     return runs
 
 
+def measured_labels(doc: dict, engines: int) -> set[str]:
+    """Labels already measured on at least ``engines`` fresh engines; a point stored from fewer (an older,
+    single-engine sweep) is measured again and its rows replaced."""
+    counts: dict[str, int] = {}
+    for r in doc.get("runs", []):
+        n = len(r.get("engines", [None]))
+        counts[r["label"]] = min(counts.get(r["label"], n), n)
+    return {label for label, n in counts.items() if n >= engines}
+
+
 def run_part(name: str, profile: Profile, args, started: float, log=print) -> dict:
     """Measure every engine of a part not yet in its file; rewrite the file after each engine."""
     path = Path(args.output_dir) / f"{name}.json"
     doc = json.loads(path.read_text()) if path.is_file() and not args.fresh else {}
-    done = {r["label"] for r in doc.get("runs", [])}
+    done = measured_labels(doc, args.engines)
     plan = PLANS[name]()
     if name == "tp2" and len(gpus()) < 2:
         log("speclab: tp2 skipped: fewer than two GPUs visible")
@@ -247,7 +258,7 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
                 per_engine.append(measure_engine(profile, engine, args.batches, args.prompt_len, args.output_len,
                                                  {1: 3}, engine_options(args), log))
                 wait_gpu_free()
-            doc["runs"] += median_rows(per_engine)
+            doc["runs"] = [r for r in doc["runs"] if r["label"] != engine.label] + median_rows(per_engine)
             doc["not_run"] = [x for x in doc.get("not_run", []) if x != engine.label]
         except Exception as err:  # one engine failing (e.g. a version's refusal) must not lose the rest
             message = f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"

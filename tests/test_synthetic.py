@@ -138,3 +138,17 @@ def test_a_point_is_the_median_of_fresh_engines():
     assert rows[0]["step_ms"] == 10.0 and rows[0]["acceptance_length"] == 2.0
     assert [e["tokens_per_s"] for e in rows[0]["engines"]] == [100.0, 120.0, 90.0]
     assert rows[0]["spread"] == round(120 / 90 - 1, 4) and rows[1]["spread"] == round(1100 / 900 - 1, 4)
+
+
+def test_a_rerun_measures_again_the_points_stored_from_fewer_engines():
+    """Rows of an older single-engine sweep (no ``engines``) or of too few engines are not 'done'."""
+    from speclab import gpu_sweep
+
+    three = [{"tokens_per_s": 1.0}] * 3
+    doc = {"runs": [{"label": "baseline", "batch": 1, "engines": three}, {"label": "baseline", "batch": 16, "engines": three},
+                    {"label": "old", "batch": 1}, {"label": "two", "batch": 1, "engines": three[:2]},
+                    {"label": "mixed", "batch": 1, "engines": three}, {"label": "mixed", "batch": 16}]}
+    assert gpu_sweep.measured_labels(doc, 3) == {"baseline"}
+    assert gpu_sweep.measured_labels(doc, 2) == {"baseline", "two"}
+    assert gpu_sweep.measured_labels(doc, 1) == {"baseline", "old", "two", "mixed"}
+    assert gpu_sweep.measured_labels({}, 3) == set()
