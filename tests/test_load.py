@@ -55,9 +55,10 @@ def test_only_loopback_targets():
 
 def test_connection_refused_every_request_is_an_error_and_counted():
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    started = time.perf_counter()
     [level] = load.run_load(url, "m", ["a", "b"], [3], 7, timeout=30)
-    assert time.perf_counter() - started < 10
+    # each refusal is reported at once, not after the 30 s timeout (a request's own clock, so a
+    # loaded machine's stalls between requests do not count)
+    assert max(r.latency for r in level.requests) < 10
     assert len(level.requests) == 7 and level.failed == 7 and level.succeeded == 0
     assert sorted(r.index for r in level.requests) == list(range(7))
     assert all(r.error.startswith("cannot connect") for r in level.requests)
@@ -99,7 +100,10 @@ def test_a_hanging_server_costs_one_timeout_per_request_not_a_hang():
         server.close()
     assert level.failed == 4 and len(level.requests) == 4
     assert all(r.error.startswith("timed out") for r in level.requests)
-    assert 1.9 < elapsed < 6  # two rounds of two clients, 1 s each
+    waited = {r.index: r.latency for r in level.requests}
+    assert all(1.0 <= w < 4.0 for w in waited.values()), waited  # each request its own 1 s timeout, not a hang
+    # two clients: requests 0 and 1, then 2 and 3; the level lasts the two rounds, not more
+    assert 1.9 < elapsed <= max(waited[0], waited[1]) + max(waited[2], waited[3]) + 1.0
 
 
 def test_run_sync_works_inside_a_running_event_loop():

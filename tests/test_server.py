@@ -142,12 +142,16 @@ def test_killing_the_server_mid_load_fails_every_client_clearly():
 
 @pytest.mark.server
 def test_ctrl_c_inside_the_block_stops_the_whole_group():
-    # Python's own Ctrl-C handler, as a script or a terminal has it. In one full-suite run (2026-11-30)
-    # the SIGINT below raised nothing, though the test passed alone; the cause was not found
+    # Python's own Ctrl-C handler with SIGINT unblocked, as a script or a terminal has them. In one
+    # full-suite run a SIGINT sent to the process (os.kill) interrupted nothing, though the test passed
+    # alone: a process-directed signal may be taken by any thread, so the block gets it as
+    # signal.raise_signal sends it, to the main thread itself.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         _interrupt_a_served_block()
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGINT, previous)
 
 
@@ -156,7 +160,7 @@ def _interrupt_a_served_block():
         with serve("cpu-tiny", None, enforce_eager=True) as s:
             members = s.processes()
             assert any("EngineCore" in " ".join(p.cmdline()) for p in members)
-            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
+            signal.raise_signal(signal.SIGINT)  # what Ctrl-C sends
             time.sleep(30)
             pytest.fail("SIGINT did not interrupt the block")
     assert group_processes(s.pid) == []
