@@ -88,16 +88,21 @@ def expected_seconds(profile: str, runs_dir: Path | None = None) -> dict[str, fl
         return {}
 
 
+PACE_PRIOR_S = 120.0  # the pace counts as if this much more had gone at the reference times
+
+
 def time_left(books: list[Path], done: int, elapsed: float, expected: dict[str, float]) -> float | None:
     """Seconds the remaining lessons should take, scaled by how this run compares so far; None without data.
 
-    A lesson with no expected time counts as the median of those that have one."""
+    The pace is (elapsed + PACE_PRIOR_S) / (expected so far + PACE_PRIOR_S): a first short lesson
+    that ran twice as long (a cold start) moves the estimate a little, an hour of lessons moves it
+    fully. A lesson with no expected time counts as the median of those that have one."""
     if not expected:
         return None
     typical = statistics.median(expected.values())
     guess = [expected.get(b.stem, typical) for b in books]
     so_far = sum(guess[:done])
-    pace = elapsed / so_far if done and so_far > 30 else 1.0
+    pace = (elapsed + PACE_PRIOR_S) / (so_far + PACE_PRIOR_S) if done else 1.0
     return pace * sum(guess[done:])
 
 

@@ -5,6 +5,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from speclab import runner
 
 BOOKS = [Path(f"{n}.ipynb") for n in ("00_a", "01_b", "02_c")]
@@ -13,16 +15,20 @@ BOOKS = [Path(f"{n}.ipynb") for n in ("00_a", "01_b", "02_c")]
 def test_time_left_scales_the_remaining_lessons_by_the_pace_so_far():
     expected = {"00_a": 100, "01_b": 100, "02_c": 300}
     assert runner.time_left(BOOKS, 0, 0.0, expected) == 500  # nothing done yet: the reference times
-    assert runner.time_left(BOOKS, 1, 200.0, expected) == 800  # twice as slow as the reference so far
-    assert runner.time_left(BOOKS, 2, 100.0, expected) == 150  # twice as fast
-    assert runner.time_left(BOOKS, 1, 20.0, {"00_a": 10, "01_b": 20, "02_c": 30}) == 50  # too little done to judge
+    # 200 s for a 100 s lesson: pace (200 + 120) / (100 + 120), not 2: one lesson says little yet
+    assert runner.time_left(BOOKS, 1, 200.0, expected) == pytest.approx(400 * 320 / 220)
+    assert runner.time_left(BOOKS, 2, 100.0, expected) == pytest.approx(300 * 220 / 320)  # faster than the reference
+    # a 30 s lesson that took 60 s (a cold start) moves a 30-minute estimate by a fifth, not double
+    assert runner.time_left(BOOKS, 1, 60.0, {"00_a": 30, "01_b": 900, "02_c": 900}) == pytest.approx(1800 * 180 / 150)
+    hour = {"00_a": 3600, "01_b": 100, "02_c": 100}  # after an hour of lessons the pace is nearly the measured one
+    assert runner.time_left(BOOKS, 1, 7200.0, hour) == pytest.approx(200 * 7320 / 3720)
     assert runner.time_left(BOOKS, 0, 0.0, {"00_a": 10, "02_c": 30}) == 60  # 01_b counts as the median, 20
     assert runner.time_left(BOOKS, 0, 0.0, {}) is None
 
 
 def test_the_progress_line_says_how_long_is_left():
     line = runner._progress(2, BOOKS, 200.0, {"00_a": 100, "01_b": 100, "02_c": 300})
-    assert line == "[2/3] 01_b.ipynb ... (elapsed 200 s, about 13 min left)"
+    assert line == "[2/3] 01_b.ipynb ... (elapsed 200 s, about 10 min left)"  # 400 s x 320 / 220
     assert runner._progress(1, BOOKS, 0.0, {}) == "[1/3] 00_a.ipynb ... (elapsed 0 s)"
 
 
