@@ -15,10 +15,12 @@ from functools import cached_property
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import configs, equality, metrics, weights
+from . import configs, data, equality, metrics, weights
 from .engine import open_engine
-from .logs import import_vllm
 from .envcheck import versions
+from .logs import import_vllm
+from .model_refs import resolve_model, tokenizer_path
+from .models import load_tokenizer
 from .profiles import Profile, get_profile
 from .report import write_csv, write_json
 
@@ -244,8 +246,6 @@ def sweep_from_grid(profile: str | Profile | None, results: dict[str, dict[str, 
 
     Lesson 07 measures its k sweep and its temperature sweep on the same engines this way.
     """
-    from .models import resolve_model
-
     profile = get_profile(profile)
     target = resolve_model(profile.target)
     return [_result(profile, target, config, results[label][group], results[baseline][group], sampling_params, dataset)
@@ -264,9 +264,6 @@ def prompt_inputs(profile: str | Profile | None, source: str = "mtbench_style", 
     """Load a prompt set and render it with the chat template of the profile's target (or of
     ``model``) -> (prompts, inputs). A model with random weights has no tokenizer of its own:
     SmolLM2's renders the prompts."""
-    from . import data
-    from .models import load_tokenizer, tokenizer_path
-
     prompts = data.load_prompts(source, category=category, num_prompts=num_prompts)
     tokenizer = load_tokenizer(tokenizer_path(profile, model))
     return prompts, data.apply_chat_template(tokenizer, prompts)

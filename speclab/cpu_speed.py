@@ -29,8 +29,9 @@ import sys
 
 from . import bench, configs, metrics, theory
 from .engine import RESERVED_CPUS_ENV, open_engine, resolve_drafter
-from .models import resolve_model
-from .profiles import DEFAULT_CPU_PROFILE, SpeclabError, get_profile
+from .errors import SpeclabError
+from .model_refs import resolve_model
+from .profiles import DEFAULT_CPU_PROFILE, get_profile
 from .report import write_json
 
 METHODS = ("ngram", "eagle3")

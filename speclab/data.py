@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .profiles import SpeclabError
+from .errors import SpeclabError
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
 FILE_SUFFIXES = (".jsonl", ".json", ".txt")

@@ -49,8 +49,8 @@ import json
 import shutil
 from pathlib import Path
 
+from .errors import SpeclabError
 from .models import COMPLETE, REPO_ROOT, atomic_folder, cache_dir, fetch_smollm2, is_complete
-from .profiles import SpeclabError
 
 SHIPPED_DIR = REPO_ROOT / "data" / "drafters"
 SEED = 1234

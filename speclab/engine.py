@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 
 from . import configs, logs, weights
-from .models import fetch_smollm2, resolve_model
-from .profiles import Profile, SpeclabError, get_profile, require_device
+from .errors import SpeclabError
+from .model_refs import resolve_model
+from .models import fetch_smollm2
+from .profiles import Profile, get_profile, require_device
 
 # CPU: bf16 weights, a small KV cache (VLLM_CPU_KVCACHE_SPACE, GiB) and short contexts suit a
 # 135M model on a 2-core machine. GPU: leave room for a draft model beside the target; contexts

@@ -37,8 +37,11 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from . import synthetic
-from .profiles import PROFILES, Profile, SpeclabError
+from . import configs, synthetic
+from .bench import measure
+from .engine import open_engine
+from .errors import SpeclabError
+from .profiles import PROFILES, Profile
 from .report import write_json
 
 ENGINE_START_ALLOWANCE_S = 90  # do not start an engine with less time than this left before the deadline
@@ -127,7 +130,6 @@ def wait_gpu_free(limit_mib: int = 2048, timeout_s: float = 60.0) -> float:
 
 def environment() -> dict:
     """Hardware, software and date: what produced the numbers."""
-    from . import configs
 
     version = configs.vllm_version()
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -160,8 +162,6 @@ def _row(engine: Engine, batch: int, stats, reps: list[float], output_len: int) 
 def measure_engine(profile: Profile, engine: Engine, batches: list[int], prompt_len: int, output_len: int,
                    reps: dict[int, int], engine_options: dict, log=print) -> list[dict]:
     """Open one engine, warm it up, time every batch size (best of a few runs), close it."""
-    from .bench import measure
-    from .engine import open_engine
 
     # Without this, vLLM 0.26 forked its engine core from a process that had already touched CUDA
     # (device detection) and every engine died with "Cannot re-initialize CUDA in forked subprocess".

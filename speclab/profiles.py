@@ -12,9 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-
-class SpeclabError(Exception):
-    """A user-facing error: its message is one line that says what to do."""
+from .errors import SpeclabError
 
 
 @dataclass(frozen=True)

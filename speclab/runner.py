@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 
 from . import logs
+from .envcheck import versions
 from .models import REPO_ROOT
 from .report import write_atomic, write_json
+from .weights import mode
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
@@ -166,8 +168,6 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
             error += f" (vLLM's output: {vllm_log})"
         log(f"[{i}/{len(books)}] {book.name} {'done' if ok else 'FAILED'} in {seconds:.0f} s" + (f": {error}" if error else ""))
         entries.append({"notebook": book.name, "ok": ok, "seconds": round(seconds, 1), "error": error})
-    from .envcheck import versions
-    from .weights import mode
 
     results = _results(run_dir)
     summary = {

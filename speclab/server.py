@@ -26,9 +26,12 @@ from pathlib import Path
 
 from . import configs
 from .engine import cpu_environment, engine_device, engine_kwargs
+from .errors import ServerError, SpeclabError
 from .logs import TAIL_LINES, headline, log_tail
-from .models import cache_dir, resolve_model
-from .profiles import DEFAULT_CPU_PROFILE, Profile, SpeclabError, get_profile, require_device
+from .metrics import from_prometheus
+from .model_refs import resolve_model
+from .models import cache_dir
+from .profiles import DEFAULT_CPU_PROFILE, Profile, get_profile, require_device
 
 HOST = "127.0.0.1"
 LISTEN_HOSTS = ("127.0.0.1", "0.0.0.0")  # both answer on 127.0.0.1, where speclab checks and measures
@@ -37,10 +40,6 @@ STARTUP_TIMEOUT_S = 900.0  # CPU starts took 60-280 s here; a torch.compile warm
 STOP_TIMEOUT_S = 20.0
 CHECK_PROMPT = "Write a Python script to read a CSV file:"  # a quick-start guide's curl check
 CHECK_MAX_TOKENS = 200
-
-
-class ServerError(SpeclabError):
-    """The server did not start, or died; the message ends with its last log lines."""
 
 
 def free_port(host: str = HOST) -> int:
@@ -178,7 +177,6 @@ class Server:
 
     def counters(self):
         """Speculative-decoding counters (cumulative since start) as a ``SpecCounters``."""
-        from .metrics import from_prometheus
 
         return from_prometheus(self.metrics_text())
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .profiles import SpeclabError
+from .errors import SpeclabError
 
 SHAPES_DIR = Path(__file__).resolve().parent.parent / "data" / "shapes"
 

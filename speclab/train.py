@@ -34,10 +34,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import drafters
+from . import bench, configs, drafters
+from .bench import greedy, prompt_inputs
+from .data import Prompt, apply_chat_template
+from .engine import open_engine
+from .envcheck import device_name
+from .errors import SpeclabError
 from .logs import import_vllm
-from .models import fetch_smollm2
-from .profiles import SpeclabError
+from .models import atomic_folder, fetch_smollm2
+from .report import write_atomic, write_json
 
 DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"  # greedy answers, made here by generate_data (CPU)
 # What the shipped drafters were trained on (vLLM 0.26.0 on H200s, bf16), in the order of the file:
@@ -102,13 +107,8 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
     """
     import os
 
-    from .bench import prompt_inputs
-    from .engine import open_engine
-    from .report import write_atomic
-
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1800")
     records, inputs = prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
-    from .data import apply_chat_template
 
     with open_engine("cpu-tiny", None, enforce_eager=enforce_eager) as llm:
         tokenizer = llm.get_tokenizer()
@@ -148,8 +148,6 @@ def answer_rows(llm, records, inputs, max_tokens: int, samples: int = 0, tempera
     """
     SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
 
-    from .bench import greedy
-
     runs = [(0, greedy(max_tokens))]
     if samples:
         runs.append((1, SamplingParams(n=samples, temperature=temperature, max_tokens=max_tokens, seed=seed)))
@@ -188,8 +186,6 @@ def self_written_prompts(llm, tokenizer, n: int, max_tokens: int = 224, seed: in
     and turns of fewer than four words are dropped, so a few less than ``n`` may come back.
     """
     SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
-
-    from .data import Prompt
 
     pre_query, _ = chat_frame(tokenizer)
     chosen = [starters[i % len(starters)] for i in range(n)]
@@ -237,8 +233,6 @@ def passage_prompts(pairs, n: int, seed: int = 0, min_words: int = 60, max_words
     """
     import random
     import re
-
-    from .data import Prompt
 
     prose, code = [], []
     for question, answer in pairs:
@@ -330,8 +324,6 @@ def document_prompts(n: int, seed: int = 0) -> list:
     """
     import random
 
-    from .data import Prompt
-
     rng = random.Random(seed)
     out = []
     for i in range(n):
@@ -347,7 +339,6 @@ def document_rows(llm, tokenizer, n: int, max_tokens: int, seed: int = 0, chunk:
     Both answers are rows (the document is the target's own text too). Each document becomes the
     passage of a task from ``DOCUMENT_TASKS`` (held-out summaries and RAG copy from such passages).
     """
-    from .data import apply_chat_template
 
     asked = document_prompts(n, seed)
     rows = [json.loads(x) for x in _answer_in_chunks(llm, asked, apply_chat_template(tokenizer, asked), max_tokens,
@@ -363,7 +354,6 @@ def document_tasks(asked: list, answers: list[str], seed: int = 0) -> list:
     Greedy decoding makes a 135M model repeat itself after a paragraph or two: :func:`passage_prompts`
     drops a text whose words are less than 45% distinct (2,565 of 3,000 documents in the shipped data).
     """
-    from .data import Prompt
 
     made = []
     for i, (p, answer) in enumerate(zip(asked, answers)):
@@ -1051,8 +1041,6 @@ def save(model, out: Path, result: TrainResult, rows: list[dict], feature_s: flo
     """
     import torch
 
-    from .models import atomic_folder
-
     tensors = {k: (v.cpu().to(torch.bfloat16) if v.is_floating_point() else v.cpu()) for k, v in model.export().items()}
     n = max(1, len(result.accuracies) // 10)
     tail = list(zip(*[a for a in result.accuracies[-n:] if a])) or [[]]
@@ -1114,9 +1102,6 @@ def evaluate(folders: dict, *, k: int = 3, prompts: str = "heldout", num_prompts
     The method is the card's (or the name, for a folder without one). Writes the measurement
     into each folder's card.json (``acceptance``) and returns them by name.
     """
-    from . import bench, configs
-    from .envcheck import device_name
-    from .report import write_json
 
     records, inputs = bench.prompt_inputs(profile, prompts, num_prompts=num_prompts)
     methods = {name: drafters.read_card(f).get("method", name) for name, f in folders.items()}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .profiles import SpeclabError
+from .errors import SpeclabError
 from .shapes import SHAPES
 
 ENV = "SPECLAB_WEIGHTS"

@@ -38,3 +38,36 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make run" in readme
     assert re.search(r"^make test$", ci, re.M)
+
+
+def _relative_imports(path: Path) -> set[str]:
+    """The speclab modules a module imports, at the top or inside a function."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+    return found
+
+
+def test_no_import_cycles_and_every_module_in_the_readme_map():
+    modules = {p.stem: p for p in (ROOT / "speclab").glob("*.py") if p.stem not in ("__init__", "__main__")}
+    graph = {name: _relative_imports(path) & set(modules) for name, path in modules.items()}
+    done, on_path = set(), []
+
+    def visit(name):  # depth-first: a module met again on the current path closes a cycle
+        assert name not in on_path, "import cycle: " + " -> ".join(on_path[on_path.index(name):] + [name])
+        if name in done:
+            return
+        on_path.append(name)
+        for dep in sorted(graph[name]):
+            visit(dep)
+        on_path.pop()
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name)
+    readme = (ROOT / "README.md").read_text()
+    mapped = {m for row in re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \|", readme, re.M) for m in re.findall(r"`([a-z_]+)`", row)}
+    assert set(modules) - mapped == set(), "modules missing from the README's module map"

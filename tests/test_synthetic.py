@@ -7,7 +7,7 @@ import pytest
 
 from speclab import configs, synthetic
 from speclab.configs import ConfigError
-from speclab.models import resolve_model
+from speclab.model_refs import resolve_model
 from speclab.profiles import SpeclabError, cuda_available, get_profile
 
 ALL_FIELDS = set(synthetic.SYNTHETIC_FIELDS) | {"method", "model", "num_speculative_tokens"}

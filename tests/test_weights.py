@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from speclab import configs, engine, models, report, shapes, weights
+from speclab import configs, engine, model_refs, report, shapes, weights
 from speclab.profiles import PROFILES, SpeclabError, get_profile
 
 
@@ -50,16 +50,16 @@ def test_a_folder_with_weights_is_not_weightless(tmp_path):
 
 
 def test_random_weights_resolve_hub_ids_to_shapes(random_weights):
-    assert models.resolve_model("Qwen/Qwen3-8B") == str(shapes.shape_dir("qwen3-8b"))
-    assert models.target_path("gpu-llama8b") == str(shapes.shape_dir("llama-3.1-8b"))
+    assert model_refs.resolve_model("Qwen/Qwen3-8B") == str(shapes.shape_dir("qwen3-8b"))
+    assert model_refs.target_path("gpu-llama8b") == str(shapes.shape_dir("llama-3.1-8b"))
     config = engine.resolve_drafter(configs.for_profile("gpu-qwen3-8b", "eagle3", 3))
     assert config["model"] == str(shapes.shape_dir("eagle3-qwen3-8b"))
-    configs.validate(config, target=models.target_path("gpu-qwen3-8b"))  # the head fits its target's width
+    configs.validate(config, target=model_refs.target_path("gpu-qwen3-8b"))  # the head fits its target's width
 
 
 def test_real_weights_leave_hub_ids_alone(monkeypatch):
     monkeypatch.delenv(weights.ENV, raising=False)
-    assert models.resolve_model("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"
+    assert model_refs.resolve_model("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"
 
 
 def test_an_engine_on_a_shape_loads_random_weights_with_smollm2s_tokenizer(random_weights, target_dir):
@@ -68,7 +68,7 @@ def test_an_engine_on_a_shape_loads_random_weights_with_smollm2s_tokenizer(rando
     assert kwargs["model"] == str(shapes.shape_dir("llama-3.1-8b")) and kwargs["load_format"] == "dummy"
     assert kwargs["tokenizer"] == str(target_dir) and kwargs["max_model_len"] == 8192
     assert kwargs["speculative_config"]["model"] == str(shapes.shape_dir("llama-3.2-1b"))
-    assert models.tokenizer_path("gpu-llama8b") == str(target_dir)
+    assert model_refs.tokenizer_path("gpu-llama8b") == str(target_dir)
     assert weights.label() == weights.LABEL  # from now on this process's results say so
     # speclab's own models keep their weights, random mode or not
     tiny = engine.engine_kwargs(get_profile("gpu-tiny"), None, device="cuda")
