@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from .engine import exit_on_sigterm
 from .errors import SpeclabError
 from .profiles import DEFAULT_CPU_PROFILE, cuda_available
 
@@ -435,19 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _exit_on_sigterm() -> None:
-    """Turn SIGTERM into SystemExit, so that engines and servers are shut down by their finally blocks.
-
-    Without it a terminated ``speclab bench`` dies at once and leaves vLLM's EngineCore orphaned.
-    """
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _exit_on_sigterm()
+    exit_on_sigterm()
     if getattr(args, "command", None) and args.command[:1] == ["--"]:
         args.command = args.command[1:]
     try:

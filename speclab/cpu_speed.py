@@ -28,7 +28,7 @@ import statistics
 import sys
 
 from . import bench, configs, metrics, theory
-from .engine import RESERVED_CPUS_ENV, open_engine, resolve_drafter
+from .engine import RESERVED_CPUS_ENV, exit_on_sigterm, open_engine, resolve_drafter
 from .errors import SpeclabError
 from .model_refs import resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, get_profile
@@ -47,15 +47,22 @@ def method_config(profile: str, method: str, k: int) -> dict | None:
     return configs.for_profile(profile, method, k)
 
 
-def measure_engine(profile: str, config: dict | None, inputs: list, sampling, enforce_eager: bool) -> dict:
-    """One fresh engine: every prompt alone, then all at once -> {mode: (tokens/s, counters)}."""
+def measure_alone_and_together(profile: str, config: dict | None, inputs: list, sampling,
+                               enforce_eager: bool) -> tuple[bench.RunStats, bench.RunStats]:
+    """One fresh engine: every prompt alone, one after another (summed into one record), then all at once."""
     with open_engine(profile, config, enforce_eager=enforce_eager) as llm:
         bench.warm_up(llm, sampling, inputs[0])
-        alone = [bench.measure(llm, [one], sampling) for one in inputs]
+        runs = [bench.measure(llm, [one], sampling) for one in inputs]
         together = bench.measure(llm, inputs, sampling)
-    tokens, seconds = sum(r.output_tokens for r in alone), sum(r.elapsed_s for r in alone)
-    counters = sum((r.counters for r in alone), metrics.SpecCounters())
-    return {"batch 1": (metrics.tokens_per_second(tokens, seconds), counters),
+    alone = bench.RunStats("one at a time", len(runs), sum(r.output_tokens for r in runs), sum(r.elapsed_s for r in runs),
+                           sum((r.counters for r in runs), metrics.SpecCounters()))
+    return alone, together
+
+
+def measure_engine(profile: str, config: dict | None, inputs: list, sampling, enforce_eager: bool) -> dict:
+    """One fresh engine -> {mode: (tokens/s, counters)}."""
+    alone, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
+    return {"batch 1": (alone.output_tokens_per_s, alone.counters),
             "batched": (together.output_tokens_per_s, together.counters)}
 
 
@@ -138,13 +145,9 @@ def step_row(label: str, output_tokens: int, elapsed_s: float, counters: metrics
 
 
 def measure_steps(profile: str, label: str, config: dict | None, inputs: list, sampling, enforce_eager: bool) -> list[dict]:
-    """One fresh engine: every prompt alone, then all of them in one call -> a step row for each."""
-    with open_engine(profile, config, enforce_eager=enforce_eager) as llm:
-        bench.warm_up(llm, sampling, inputs[0])
-        runs = [bench.measure(llm, [one], sampling) for one in inputs]
-        together = bench.measure(llm, inputs, sampling)
-    counters = sum((r.counters for r in runs), metrics.SpecCounters())
-    return [step_row(label, sum(r.output_tokens for r in runs), sum(r.elapsed_s for r in runs), counters),
+    """One fresh engine -> a step row for the prompts one at a time and one for all of them at once."""
+    alone, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
+    return [step_row(label, alone.output_tokens, alone.elapsed_s, alone.counters),
             step_row(label, together.output_tokens, together.elapsed_s, together.counters, batch=len(inputs))]
 
 
@@ -219,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k-values", default="1,3,5", help="with --steps: comma-separated n-gram k")
     parser.add_argument("--json", default=None, help="write the rows to this file")
     args = parser.parse_args(argv)
+    exit_on_sigterm()
     try:
         methods, reserved = _list(args.methods), _list(args.reserved_cpus)
         for m in methods:
@@ -229,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise SpeclabError(f"--reserved-cpus takes whole numbers or 'default', got {r!r}")
         if args.engines < 1 or args.k < 1 or args.prompts_per_category < 1 or args.output_len < 1:
             raise SpeclabError("--engines, --k, --prompts-per-category and --output-len must be at least 1")
-        k_values = [int(x) for x in _list(args.k_values) if x.isdigit() and int(x) > 0]
-        if args.steps and (len(k_values) < 2 or len(set(k_values)) != len(k_values) or len(k_values) != len(_list(args.k_values))):
+        given = _list(args.k_values)
+        k_values = [int(x) for x in given if x.isdigit() and int(x) > 0]
+        if args.steps and (len(given) < 2 or len(set(k_values)) != len(given)):  # all valid and all different
             raise SpeclabError(f"--k-values takes two or more different whole numbers >= 1, got {args.k_values!r}")
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         if args.steps:

@@ -13,6 +13,8 @@ import contextlib
 import gc
 import json
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +38,15 @@ CPU_KVCACHE_GIB = "2"
 # n-gram and EAGLE-3 kept their batch-1 speedups (1.6x, 1.4x). So small machines compute on every core.
 SMALL_MACHINE_CPUS = 2
 RESERVED_CPUS_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+
+
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so that engines and servers are shut down by their finally blocks.
+
+    Every command that opens an engine calls it first: without it a terminated ``speclab bench`` or
+    ``python -m speclab.cpu_speed`` dies at once and leaves vLLM's EngineCore orphaned.
+    """
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def cpu_environment() -> dict[str, str]:

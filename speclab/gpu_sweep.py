@@ -39,7 +39,7 @@ from pathlib import Path
 
 from . import configs, synthetic
 from .bench import measure
-from .engine import open_engine
+from .engine import exit_on_sigterm, open_engine
 from .errors import SpeclabError
 from .profiles import PROFILES, Profile
 from .report import write_json
@@ -296,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument("--copy-to", help="also copy each file here after every engine (e.g. a folder that outlives a time limit)")
     args = p.parse_args(argv)
+    exit_on_sigterm()
     started = time.perf_counter()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # shape folders are local: never ask the Hub
     profile = PROFILES["gpu-synthetic"]

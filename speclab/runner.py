@@ -19,11 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import logs
+from . import logs, weights
 from .envcheck import versions
 from .models import REPO_ROOT
 from .report import write_atomic, write_json
-from .weights import mode
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
@@ -171,7 +170,7 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
 
     results = _results(run_dir)
     summary = {
-        "profile": profile, "weights": mode(), "parameters": extra or {}, "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "profile": profile, "weights": weights.mode(), "parameters": extra or {}, "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "total_seconds": round(time.perf_counter() - started, 1), "environment": versions(),
         "notebooks": entries, "results": results,
         "figures": sorted(str(p.relative_to(run_dir)) for p in (run_dir / "figures").glob("*.png")),
@@ -182,8 +181,8 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
 
 
 def render_report(summary: dict) -> str:
-    weights = " with random weights (timings only)" if summary.get("weights") == "random" else ""
-    lines = [f"# speclab run: profile {summary['profile']}{weights}", "",
+    random_note = " with random weights (timings only)" if summary.get("weights") == "random" else ""
+    lines = [f"# speclab run: profile {summary['profile']}{random_note}", "",
              f"Finished {summary['finished']} in {summary['total_seconds']:.0f} s "
              f"(vLLM {summary['environment'].get('vllm')}, torch {summary['environment'].get('torch')}).", "",
              "| notebook | status | seconds | headline |", "|---|---|---|---|"]

@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import bench, configs, drafters
-from .bench import greedy, prompt_inputs
 from .data import Prompt, apply_chat_template
-from .engine import open_engine
+from .engine import exit_on_sigterm, open_engine
 from .envcheck import device_name
 from .errors import SpeclabError
 from .logs import import_vllm
@@ -108,7 +107,7 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
     import os
 
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1800")
-    records, inputs = prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
+    records, inputs = bench.prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
 
     with open_engine("cpu-tiny", None, enforce_eager=enforce_eager) as llm:
         tokenizer = llm.get_tokenizer()
@@ -148,7 +147,7 @@ def answer_rows(llm, records, inputs, max_tokens: int, samples: int = 0, tempera
     """
     SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
 
-    runs = [(0, greedy(max_tokens))]
+    runs = [(0, bench.greedy(max_tokens))]
     if samples:
         runs.append((1, SamplingParams(n=samples, temperature=temperature, max_tokens=max_tokens, seed=seed)))
     lines = []
@@ -1164,6 +1163,7 @@ def main(argv=None) -> None:
     parser.add_argument("--evaluate", action="store_true", help="measure acceptance with vLLM (k=3, held-out prompts)")
     parser.add_argument("--num-prompts", type=int, help="held-out prompts for --evaluate (default: all)")
     args = parser.parse_args(argv)
+    exit_on_sigterm()
     data = Path(args.data)
     if args.generate_data:
         print(f"generating self-distillation data into {DATA_FILE} ...", flush=True)

@@ -72,15 +72,19 @@ def test_bench_ngram_baseline_end_to_end_meets_the_cpu_reference(tmp_path, targe
 
 
 @pytest.mark.engine
-def test_sigterm_leaves_no_engine_behind(target_dir):
-    """`speclab bench` terminated while its engine runs: the engine core and workers go with it."""
+@pytest.mark.parametrize("command", [
+    ["speclab.cli", "bench", "--method", "ngram", "--enforce-eager", "--num-prompts", "2", "--output-len", "16"],
+    ["speclab.cpu_speed", "--steps", "--engines", "1", "--k-values", "1,2", "--prompts-per-category", "1",
+     "--output-len", "16", "--enforce-eager"],
+], ids=["bench", "cpu_speed"])
+def test_sigterm_leaves_no_engine_behind(command, target_dir):
+    """A command terminated while its engine runs: the engine core and workers go with it."""
     import signal
     import time
 
     import psutil
 
-    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", "bench", "--method", "ngram", "--enforce-eager",
-                             "--num-prompts", "2", "--output-len", "16"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     parent = psutil.Process(proc.pid)
     deadline = time.time() + 600
     engine = []
