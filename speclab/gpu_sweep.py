@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import configs, synthetic
+from .synthetic import with_speedups
 from .bench import measure
 from .engine import exit_on_sigterm, open_engine
 from .errors import SpeclabError
@@ -73,9 +74,9 @@ def surface_plan(grid=((2, 0.8), (4, 0.8), (2, 0.6), (2, 0.9), (4, 0.6), (4, 0.9
 
 
 def methods_plan(k: int = 4, a: float = 0.8) -> list[Engine]:
-    """EAGLE-shaped heads at the acceptance the draft_model surface also has (k=4, a=0.8), plus one k=2 point."""
-    return [Engine(f"eagle k={k} a={a}", "eagle", k, a), Engine(f"eagle3 k={k} a={a}", "eagle3", k, a),
-            Engine(f"eagle k=2 a={a}", "eagle", 2, a)]
+    """EAGLE- and EAGLE-3-shaped heads at the acceptance the draft_model surface also has (k=4, a=0.8);
+    their speedups are over the surface's baseline (see ``shared_baseline``)."""
+    return [Engine(f"eagle k={k} a={a}", "eagle", k, a), Engine(f"eagle3 k={k} a={a}", "eagle3", k, a)]
 
 
 def tp2_plan(a: float = 0.8, k: int = 4) -> list[Engine]:
@@ -209,13 +210,18 @@ def median_rows(per_engine: list[list[dict]]) -> list[dict]:
 
 # ---------------------------------------------------------------- a part: plan -> file
 
-def with_speedups(runs: list[dict]) -> list[dict]:
-    """Add each speculative row's speedup over the baseline at the same batch size and tensor parallelism."""
-    base = {(r["batch"], r["tensor_parallel_size"]): r["tokens_per_s"] for r in runs if r["method"] == "baseline"}
-    for r in runs:
-        ref = base.get((r["batch"], r["tensor_parallel_size"]))
-        r["speedup"] = round(r["tokens_per_s"] / ref, 5) if ref and r["method"] != "baseline" else None
-    return runs
+def shared_baseline(doc: dict, output_dir: str | Path) -> None:
+    """A part without its own baseline (``methods``) takes the surface's: one plain-decoding
+    measurement, on the same GPU, settings and number of fresh engines, for every part."""
+    surface = Path(output_dir) / "speedup_surface.json"
+    if not surface.is_file():
+        return
+    ref = json.loads(surface.read_text())
+    if ref.get("settings", {}).get("engine") != doc["settings"]["engine"]:
+        return
+    base = [r for r in ref["runs"] if r["method"] == "baseline"]
+    doc["runs"] = [r for r in doc["runs"] if r["method"] != "baseline"] + base
+    doc["baseline_from"] = "speedup_surface" if base else None
 
 
 def measured_labels(doc: dict, engines: int) -> set[str]:
@@ -266,6 +272,8 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
             doc["errors"] = [e for e in doc["errors"] if e["label"] != engine.label] + [{"label": engine.label, "error": message[:600]}]
         freed = wait_gpu_free()
         doc["environment"] = environment()
+        if not any(e.method == "baseline" for e in plan):
+            shared_baseline(doc, args.output_dir)
         with_speedups(doc["runs"])
         write_json(path, doc)
         if args.copy_to:

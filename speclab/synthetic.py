@@ -137,6 +137,33 @@ def describe(reference: dict) -> str:
 
 # ---------------------------------------------------------------- the cost model against the stored runs
 
+def with_speedups(runs: list[dict]) -> list[dict]:
+    """Add each speculative row's speedup over the baseline at the same batch size and tensor parallelism."""
+    base = {(r["batch"], r["tensor_parallel_size"]): r["tokens_per_s"] for r in runs if r["method"] == "baseline"}
+    for r in runs:
+        ref = base.get((r["batch"], r["tensor_parallel_size"]))
+        r["speedup"] = round(r["tokens_per_s"] / ref, 5) if ref and r["method"] != "baseline" else None
+    return runs
+
+
+def fastest_engines(reference: dict) -> dict:
+    """The reference as its fastest fresh engine per point measured it (speedups recomputed).
+
+    A stored timing is the median over fresh engines. Where engines of one config fall into a fast
+    and a slow mode (vLLM 0.26's draft-model path at k >= 4 on an H200), the median is whichever mode
+    two of three engines drew; the fastest engine is what the hardware does when the engine runs as
+    designed, and the cost model describes that engine.
+    """
+    runs_ = []
+    for r in reference["runs"]:
+        row = dict(r)
+        if r.get("engines"):
+            best = max(r["engines"], key=lambda e: e["tokens_per_s"])
+            row.update({key: best[key] for key in ("elapsed_s", "tokens_per_s", "step_ms") if key in best})
+        runs_.append(row)
+    return {**reference, "runs": with_speedups(runs_), "timing": "fastest of the fresh engines"}
+
+
 def step_costs(reference: dict, method: str = "draft_model", tensor_parallel_size: int = 1,
                leave_out: str | None = None) -> dict[int, theory.StepCost]:
     """Per batch size, the cost model fitted to every ``method`` run but the one labelled ``leave_out``.
@@ -154,15 +181,17 @@ def step_costs(reference: dict, method: str = "draft_model", tensor_parallel_siz
     return costs
 
 
-def speedup_table(reference: dict, method: str = "draft_model", tensor_parallel_size: int = 1) -> list[dict]:
+def speedup_table(reference: dict, method: str = "draft_model", tensor_parallel_size: int = 1,
+                  fit: dict | None = None) -> list[dict]:
     """Measured speedup beside two predictions made without that run (leave-one-out).
 
-    For each run, the cost model is fitted to the other runs at its batch size; the plain formula
-    gets the same fit's most favourable ``c = t_draft / t_target`` and ignores its fixed cost.
+    For each run, the cost model is fitted to the other runs at its batch size (of ``fit``, default
+    ``reference`` itself: e.g. fitted on the fastest engines, judged against the medians); the plain
+    formula gets the same fit's most favourable ``c = t_draft / t_target`` and ignores its fixed cost.
     """
     rows = []
     for r in runs(reference, method=method, tensor_parallel_size=tensor_parallel_size):
-        cost = step_costs(reference, method, tensor_parallel_size, leave_out=r["label"]).get(r["batch"])
+        cost = step_costs(fit or reference, method, tensor_parallel_size, leave_out=r["label"]).get(r["batch"])
         if cost is None or r.get("speedup") is None:
             continue
         plain = theory.speedup(r["a"], r["k"], cost.cost_ratio)

@@ -63,23 +63,36 @@ def test_imposed_acceptance_is_what_vllm_delivered(surface):
         assert r["acceptance_length"] == pytest.approx(r["imposed_length"], rel=0.06), r["label"]
 
 
-def test_fitted_costs_are_physical(surface):
-    costs = synthetic.step_costs(surface)
+@pytest.fixture(scope="module")
+def fastest(surface):
+    return synthetic.fastest_engines(surface)
+
+
+def test_fitted_costs_are_physical(fastest, surface):
+    costs = synthetic.step_costs(fastest)
     assert set(costs) == {1, 16, 64}
     for batch, cost in costs.items():
         assert cost.t_draft > 0 and cost.t_fixed > cost.t_target, batch  # a speculative step costs more than a plain one
     one = costs[1]  # the field notes: plain step 5.07 ms, speculative step ~6.5 ms + ~1.4 ms per draft token
     assert 4.5 < one.t_target < 5.5 and 5.5 < one.t_fixed < 7.5 and 1.0 < one.t_draft < 2.5
+    # fitted to the medians instead, the slow engines at k >= 4 bend the line: a fixed cost below a plain step
+    bent = synthetic.step_costs(surface)[1]
+    assert bent.t_fixed < bent.t_target and bent.t_draft > 1.5 * one.t_draft
 
 
-def test_cost_model_beats_the_plain_formula_on_runs_it_was_not_fitted_on(surface):
-    rows = synthetic.speedup_table(surface)  # leave-one-out: each prediction is fitted without its own run
-    assert len(rows) == 21
+def test_cost_model_beats_the_plain_formula_on_runs_it_was_not_fitted_on(fastest, surface):
+    rows = synthetic.speedup_table(fastest)  # leave-one-out: each prediction is fitted without its own run
+    assert len(rows) == 27  # 9 configurations x 3 batch sizes
     model = [abs(r["model_error"]) for r in rows]
     plain = [abs(r["plain_error"]) for r in rows]
-    assert synthetic.within(rows, "model_error") >= 0.6  # at least three runs in five within 10%
+    assert synthetic.within(rows, "model_error") >= 0.8  # on the engines it describes: four runs in five within 10%
     assert synthetic.within(rows, "plain_error") <= 0.35  # the plain formula: about one in three
-    assert sum(model) < 0.7 * sum(plain) and max(model) < 0.2 < max(plain)
+    assert sum(model) < 0.5 * sum(plain) and max(model) < 0.25 < max(plain)
+    medians = synthetic.speedup_table(surface, fit=fastest)  # the same fits, judged against the median engine
+    assert len(medians) == 27
+    assert synthetic.within(medians, "model_error") >= 0.6 > 0.2 >= synthetic.within(medians, "plain_error")
+    slow_half = [r for r in medians if r["k"] >= 4]  # where two of three engines could be slow ones
+    assert synthetic.within(slow_half, "model_error") < synthetic.within([r for r in medians if r["k"] <= 3], "model_error")
 
 
 def test_fresh_engines_agree_for_plain_decoding_not_for_a_draft_model(surface):
@@ -101,6 +114,12 @@ def test_fresh_engines_agree_for_plain_decoding_not_for_a_draft_model(surface):
     for k, a in points:
         assert draft[(k, a, 64)] < draft[(k, a, 1)], (k, a)
     assert max(draft.values()) > 0.10 > max(base.values())
+    # the fast and the slow mode: at k >= 4 some engine took at least 1.4 times the fastest one's step at batch 1
+    bimodal = {r["k"] for r in synthetic.runs(surface, method="draft_model", batch=1)
+               if max(e["step_ms"] for e in r["engines"]) > 1.4 * min(e["step_ms"] for e in r["engines"])}
+    assert bimodal and min(bimodal) >= 4
+    heads = synthetic.runs(synthetic.load_reference("methods"))  # the EAGLE heads' engines agree
+    assert all(len(r["engines"]) == 3 and r["spread"] < 0.03 for r in heads)
 
 
 def test_speculation_stops_paying_at_large_batch(surface):

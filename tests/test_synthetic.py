@@ -152,3 +152,56 @@ def test_a_rerun_measures_again_the_points_stored_from_fewer_engines():
     assert gpu_sweep.measured_labels(doc, 2) == {"baseline", "two"}
     assert gpu_sweep.measured_labels(doc, 1) == {"baseline", "old", "two", "mixed"}
     assert gpu_sweep.measured_labels({}, 3) == set()
+
+
+def _row(label, method, k, batch, tps, engines=None, a=0.8):
+    row = {"label": label, "method": method, "k": k, "a": a, "batch": batch, "tensor_parallel_size": 1,
+           "tokens_per_s": tps, "step_ms": 1000 / tps, "acceptance_length": 1 + k * a, "imposed_length": 1 + k * a}
+    if engines:
+        row["engines"] = [{"tokens_per_s": t, "step_ms": 1000 / t, "elapsed_s": 1.0} for t in engines]
+    return row
+
+
+def test_fastest_engines_takes_each_points_fastest_engine_and_recomputes_speedups():
+    ref = {"runs": [_row("baseline", "baseline", 0, 1, 100.0, [98.0, 100.0, 101.0]),
+                    _row("d k=2", "draft_model", 2, 1, 120.0, [120.0, 80.0, 150.0]),
+                    _row("old", "draft_model", 4, 1, 90.0)]}  # no engines: kept as stored
+    fast = synthetic.fastest_engines(ref)
+    by_label = {r["label"]: r for r in fast["runs"]}
+    assert by_label["baseline"]["tokens_per_s"] == 101.0 and by_label["d k=2"]["step_ms"] == pytest.approx(1000 / 150)
+    assert by_label["d k=2"]["speedup"] == pytest.approx(150 / 101, abs=1e-5)
+    assert by_label["old"]["speedup"] == pytest.approx(90 / 101, abs=1e-5)
+    assert ref["runs"][1]["tokens_per_s"] == 120.0 and "speedup" not in ref["runs"][1]  # the stored medians untouched
+
+
+def test_speedup_table_can_fit_on_one_view_and_judge_another():
+    # step times (ms) 1000/tps: fastest view k=2 -> 5, k=4 -> 7 (line 3 + 1 per token), baseline 4 ms
+    ref = {"runs": [_row("baseline", "baseline", 0, 1, 250.0, [250.0, 250.0, 250.0]),
+                    _row("d k=2", "draft_model", 2, 1, 100.0, [100.0, 200.0, 100.0]),
+                    _row("d k=3", "draft_model", 3, 1, 100.0, [100.0, 1000 / 6, 100.0]),
+                    _row("d k=4", "draft_model", 4, 1, 100.0, [1000 / 7, 100.0, 100.0])]}
+    synthetic.with_speedups(ref["runs"])
+    fast = synthetic.fastest_engines(ref)
+    judged = {r["k"]: r for r in synthetic.speedup_table(ref, fit=fast)}
+    # leave-one-out on the fast view for k=3: line through (2, 5) and (4, 7) -> 6 ms; tokens 1 + 0.8 + 0.64 + 0.512
+    tokens = 1 + 0.8 + 0.64 + 0.512
+    assert judged[3]["cost_model"] == pytest.approx(tokens * 4 / 6)
+    assert judged[3]["measured"] == pytest.approx(0.4)  # the median engine: 100 tok/s over 250
+    own = {r["k"]: r for r in synthetic.speedup_table(fast)}
+    assert own[3]["measured"] == pytest.approx((1000 / 6) / 250, abs=1e-5)
+
+
+def test_a_part_without_a_baseline_takes_the_surfaces(tmp_path):
+    from speclab import gpu_sweep
+
+    settings = {"engine": {"load_format": "dummy", "max_num_seqs": 64}}
+    base = _row("baseline", "baseline", 0, 1, 200.0, [199.0, 200.0, 203.0])
+    (tmp_path / "speedup_surface.json").write_text(json.dumps({"settings": settings, "runs": [base]}))
+    doc = {"settings": settings, "runs": [_row("baseline", "baseline", 0, 1, 150.0), _row("e", "eagle", 4, 1, 400.0)]}
+    gpu_sweep.shared_baseline(doc, tmp_path)
+    synthetic.with_speedups(doc["runs"])
+    assert [r["tokens_per_s"] for r in doc["runs"] if r["method"] == "baseline"] == [200.0]
+    assert doc["runs"][0]["speedup"] == 2.0 and doc["baseline_from"] == "speedup_surface"
+    other = {"settings": {"engine": {"max_num_seqs": 8}}, "runs": [_row("e", "eagle", 4, 1, 400.0)]}
+    gpu_sweep.shared_baseline(other, tmp_path)  # other engine settings: not the same measurement
+    assert len(other["runs"]) == 1 and "baseline_from" not in other
