@@ -5,4 +5,3 @@ profiles -> configs -> engine -> bench -> metrics -> theory / plots.
 Importing speclab is cheap: vLLM is imported only when an engine is opened.
 """
 
-__version__ = "0.1.0"

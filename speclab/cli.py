@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .engine import exit_on_sigterm
 from .errors import SpeclabError
-from .profiles import DEFAULT_CPU_PROFILE, cuda_available
+from .profiles import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, cuda_available
 
 # vLLM's offline example's self-test: vLLM's reference acceptance lengths under fixed flags (Llama-3.1-8B-Instruct,
 # MT-bench 80 prompts, k=3, greedy, chunked prefill, tp=1), 2% tolerance.
@@ -131,9 +131,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
 def _pick_profile(args) -> str:
     if args.profile:
         return args.profile
-    if args.model_dir is None and not cuda_available():
-        return DEFAULT_CPU_PROFILE
-    return "gpu-llama8b" if cuda_available() else DEFAULT_CPU_PROFILE
+    return DEFAULT_GPU_PROFILE if cuda_available() else DEFAULT_CPU_PROFILE
 
 
 def _check_test_flags(args, profile) -> float:

@@ -109,7 +109,7 @@ PROFILES: dict[str, Profile] = {
 }
 
 DEFAULT_CPU_PROFILE = "cpu-tiny"
-DEFAULT_GPU_PROFILE = "gpu-llama8b"
+DEFAULT_GPU_PROFILE = "gpu-llama8b"  # what `speclab bench` measures on a GPU machine without --profile
 
 
 def get_profile(name: str | Profile | None = None) -> Profile:
@@ -142,10 +142,6 @@ def cuda_available() -> bool:
     if shutil.which("nvidia-smi"):
         return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
     return False
-
-
-def detect_device() -> str:
-    return "cuda" if cuda_available() else "cpu"
 
 
 def default_profile_name() -> str:

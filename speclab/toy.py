@@ -20,6 +20,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from .metrics import SpecCounters
+
 
 # --------------------------------------------------------------------------- models
 
@@ -145,19 +147,26 @@ class SpecStats:
         self.tokens_per_step.append(num_accepted + 1)
 
     @property
+    def counters(self) -> SpecCounters:
+        """The same counts in vLLM's form; ``speclab.metrics`` defines the figures for both."""
+        return SpecCounters(num_drafts=self.steps, num_draft_tokens=self.steps * self.k,
+                            num_accepted_tokens=sum(self.accepted_per_position),
+                            accepted_per_pos=tuple(self.accepted_per_position))
+
+    @property
     def acceptance_length(self) -> float:
-        """Mean tokens per target step (plain decoding: exactly 1)."""
-        return sum(self.tokens_per_step) / self.steps if self.steps else 0.0
+        """Mean tokens per target step (no steps yet: 1, as plain decoding)."""
+        return self.counters.acceptance_length
 
     @property
     def draft_acceptance_rate(self) -> float:
         """Accepted draft tokens / proposed draft tokens."""
-        return sum(self.accepted_per_position) / (self.steps * self.k) if self.steps and self.k else 0.0
+        return self.counters.draft_acceptance_rate
 
     @property
     def per_position_rates(self) -> list[float]:
         """Rate at position i: share of steps whose first i+1 draft tokens were all accepted."""
-        return [c / self.steps if self.steps else 0.0 for c in self.accepted_per_position]
+        return self.counters.per_position_rates
 
     def summary(self) -> dict:
         return {"k": self.k, "steps": self.steps, "accepted_per_position": list(self.accepted_per_position),

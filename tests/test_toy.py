@@ -58,6 +58,9 @@ def test_stats_count_like_vllm():
     assert stats.acceptance_length == 2.5
     assert stats.draft_acceptance_rate == 6 / 12
     assert stats.per_position_rates == [0.75, 0.5, 0.25]
+    assert stats.counters.num_accepted_tokens == 6 and stats.counters.num_draft_tokens == 12
+    empty = toy.SpecStats(k=3)  # no step yet: the figures vLLM's counters give for no drafts
+    assert (empty.acceptance_length, empty.draft_acceptance_rate) == (1.0, 0.0)
 
 
 def test_chi_square_pvalue_by_hand():
