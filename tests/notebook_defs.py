@@ -1,0 +1,31 @@
+"""The code a lesson teaches, taken from its cells, so tests can check it against the package.
+
+A lesson marks the cells that define what it teaches with the cell tag ``define``. Those cells
+hold imports and definitions only (no engine, no long run): executing them in order gives the
+lesson's own functions and classes, which a test compares with their twins in ``speclab``.
+"""
+
+from pathlib import Path
+
+import nbformat
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+TAG = "define"
+
+
+def defining_cells(lesson: str) -> list[str]:
+    """The sources of ``lesson``'s cells tagged ``define``, in notebook order."""
+    path = next(NOTEBOOKS.glob(f"{lesson}*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "code" and TAG in c.metadata.get("tags", [])]
+
+
+def lesson_definitions(lesson: str) -> dict:
+    """Execute ``lesson``'s defining cells in one fresh namespace and return it."""
+    cells = defining_cells(lesson)
+    if not cells:
+        raise LookupError(f"{lesson}: no code cell is tagged {TAG!r}")
+    namespace: dict = {"__name__": f"lesson_{lesson}"}
+    for source in cells:
+        exec(compile(source, f"<{lesson}>", "exec"), namespace)
+    return namespace
