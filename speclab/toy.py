@@ -1,8 +1,9 @@
 """Speculative decoding from scratch, on a toy small enough to read in one sitting.
 
 No vLLM here: two "language models" are lookup tables over a tiny vocabulary, and the whole
-algorithm is a few loops in plain torch. Lesson 01 uses this module to show the three facts the
-rest of the series relies on:
+algorithm is a few loops in plain torch. Lesson 01 writes the same algorithm out in its own cells
+(tests/test_lesson01_definitions.py holds the two to the same tokens) and uses this module's
+models and measuring tools to show the three facts the rest of the series relies on:
 
 * greedy speculative decoding emits exactly the target's greedy tokens;
 * with sampling, the accept/reject rule leaves the target's distribution unchanged;
