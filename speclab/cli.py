@@ -55,7 +55,8 @@ def check_bench_args(args) -> None:
 
     It runs first, so that a typo costs a second instead of vLLM's import and an engine start.
     """
-    from . import configs, data
+    from . import configs
+    from .prompts import bundled
 
     if args.method == "ngram":
         configs.ngram(args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
@@ -81,7 +82,7 @@ def check_bench_args(args) -> None:
     path = args.dataset_path
     if args.dataset_name == "custom":
         _require(bool(path), "--dataset-name custom needs --dataset-path <file.jsonl|file.txt>")
-        _require(Path(path).expanduser().is_file() or path not in data.bundled(),
+        _require(Path(path).expanduser().is_file() or path not in bundled(),
                  f"--dataset-name custom reads a file and {path} is a bundled set: use --dataset-name bundled")
     elif args.dataset_name == "hf" and path:
         _require(not (Path(path).expanduser().exists() or path.startswith((".", "/", "~"))),
@@ -179,7 +180,7 @@ def bench_config(args, profile) -> dict:
 
 def _bench_prompts(args):
     """The prompt set: read before any model is resolved, so that a bad file fails at once."""
-    from . import data
+    from .prompts import load_prompts
 
     if args.custom_mm_prompts:
         raise SpeclabError("--custom-mm-prompts needs a multimodal target: pass --model-dir <a vision-language model>")
@@ -189,15 +190,15 @@ def _bench_prompts(args):
         source = args.dataset_path
     else:
         source = args.dataset_path or "mtbench_style"
-    return data.load_prompts(source, category=args.category, num_prompts=args.num_prompts), source
+    return load_prompts(source, category=args.category, num_prompts=args.num_prompts), source
 
 
 def _bench_inputs(args, prompts, tokenizer):
-    from . import data
+    from .prompts import apply_chat_template, chat_messages
 
     if args.backend == "openai-chat":
-        return [data.chat_messages(p) for p in prompts]
-    return data.apply_chat_template(tokenizer, prompts)
+        return [chat_messages(p) for p in prompts]
+    return apply_chat_template(tokenizer, prompts)
 
 
 def cmd_bench(args) -> int:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlparse
 
-from . import data
 from .errors import SpeclabError
 from .metrics import from_prometheus
+from .prompts import chat_messages, load_prompts
 from .report import save_results, write_csv
 from .server import carries_tokens, metric_values, serve
 
@@ -272,7 +272,7 @@ def run_load(base_url: str, model: str, prompts: list, levels=DEFAULT_LEVELS, re
 def chat_prompts(source: str = "workloads", num_prompts: int = 16) -> list[list[dict]]:
     """Chat messages for a bundled prompt set (every category represented)."""
 
-    return [data.chat_messages(p) for p in data.load_prompts(source, num_prompts=num_prompts)]
+    return [chat_messages(p) for p in load_prompts(source, num_prompts=num_prompts)]
 
 
 @dataclass
