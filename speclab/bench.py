@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import configs, equality, metrics, weights
+from .atomic import write_csv, write_json
 from .engine import open_engine
 from .envcheck import versions
 from .logs import import_vllm
@@ -23,7 +24,6 @@ from .model_refs import resolve_model, tokenizer_path
 from .models import load_tokenizer
 from .profiles import Profile, get_profile
 from .prompts import apply_chat_template, load_prompts
-from .report import write_csv, write_json
 
 
 @dataclass

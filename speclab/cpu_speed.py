@@ -28,11 +28,11 @@ import statistics
 import sys
 
 from . import bench, configs, metrics, theory
+from .atomic import write_json
 from .engine import RESERVED_CPUS_ENV, exit_on_sigterm, open_engine, resolve_drafter
 from .errors import SpeclabError
 from .model_refs import resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, get_profile
-from .report import write_json
 
 METHODS = ("ngram", "eagle3")
 MODES = ("batch 1", "batched")

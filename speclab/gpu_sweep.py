@@ -38,12 +38,12 @@ from importlib import metadata
 from pathlib import Path
 
 from . import configs, synthetic
+from .atomic import write_json
 from .synthetic import with_speedups
 from .bench import measure
 from .engine import exit_on_sigterm, open_engine
 from .errors import SpeclabError
 from .profiles import PROFILES, Profile
-from .report import write_json
 
 ENGINE_START_ALLOWANCE_S = 90  # do not start an engine with less time than this left before the deadline
 

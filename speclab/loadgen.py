@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlparse
 
+from .atomic import write_csv
 from .errors import SpeclabError
 from .metrics import from_prometheus
 from .prompts import chat_messages, load_prompts
-from .report import save_results, write_csv
+from .report import save_results
 from .server import carries_tokens, metric_values, serve
 
 DEFAULT_LEVELS = (1, 4, 16, 64)
