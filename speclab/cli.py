@@ -8,14 +8,21 @@ run, the speedup and a JSON record.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
+from . import configs
+from .clients import curl_command
 from .engine import exit_on_sigterm
-from .errors import SpeclabError
-from .profiles import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, cuda_available
+from .errors import ServerError, SpeclabError
+from .logs import headline
+from .profiles import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, Profile, cuda_available, get_profile
+from .server import HOST, STARTUP_TIMEOUT_S, config_for, serve
 
 # vLLM's offline example's self-test: vLLM's reference acceptance lengths under fixed flags (Llama-3.1-8B-Instruct,
 # MT-bench 80 prompts, k=3, greedy, chunked prefill, tp=1), 2% tolerance.
@@ -371,7 +378,7 @@ def cmd_serve_checked(args) -> int:
     """``speclab serve`` after its own flags are checked (the server itself takes minutes to say no)."""
     from . import configs
     from .profiles import get_profile
-    from .server import check_host, cmd_serve
+    from .server import check_host
 
     port, host = args.port, args.host
     check_host(host)
@@ -395,6 +402,55 @@ def cmd_serve_checked(args) -> int:
         _require(parent.is_dir(), f"--log {args.log_path}: folder {parent} does not exist")
     get_profile(args.profile)
     return cmd_serve(args)
+
+
+def config_from_args(args, profile: Profile) -> dict | None:
+    return config_for(profile, args.method, args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def cmd_serve(args) -> int:
+    # SIGTERM/SIGHUP (kill, a closed terminal) and SIGINT, even where a parent ignored it, all
+    # leave through the with-block below, which stops the server's process group.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+    profile = get_profile(args.profile)
+    config = config_from_args(args, profile)
+    print(f"speclab: starting vLLM for {profile.name} ({args.method}); this takes a minute or two on a CPU", flush=True)
+    with serve(profile, config, port=args.port, log_path=args.log_path, startup_timeout=args.startup_timeout,
+               enforce_eager=args.enforce_eager, host=args.host) as server:
+        if args.host != HOST:
+            print(f"listening on every interface ({args.host}): other machines reach it at this machine's address, "
+                  f"port {server.port}", flush=True)
+        print(f"serving {server.model} at {server.base_url}/v1 (ready after {server.start_seconds:.0f} s)")
+        print(f"speculative config: {json.dumps(config)}")
+        print(f"log: {server.log_path}")
+        print("check it:")
+        print(f"  {curl_command(server)}")
+        print(f"metrics: curl -s {server.base_url}/metrics | grep spec_decode")
+        print("Ctrl-C stops the server (and every process it started).", flush=True)
+        while server.alive():
+            time.sleep(1.0)
+        lines = server.log_tail()
+        raise ServerError(f"the server exited on its own: {headline(lines)} [log: {server.log_path}]")
+
+
+def add_serve_args(p) -> None:
+    p.add_argument("--profile", default=None, help=f"default: {DEFAULT_CPU_PROFILE} (or $SPECLAB_PROFILE)")
+    p.add_argument("--method", default="ngram", choices=["none", *configs.METHODS],
+                   help="speculative method; 'none' serves without speculation")
+    p.add_argument("--num-spec-tokens", type=int, default=3, help="k: draft tokens per step")
+    p.add_argument("--prompt-lookup-max", type=int, default=configs.DEFAULT_LOOKUP_MAX)
+    p.add_argument("--prompt-lookup-min", type=int, default=configs.DEFAULT_LOOKUP_MIN)
+    p.add_argument("--port", type=int, default=None, help="default: a free port")
+    p.add_argument("--host", default=HOST, help="where to listen: 127.0.0.1 (default, this machine) or 0.0.0.0 "
+                                                  "(every interface; vLLM's server has no authentication)")
+    p.add_argument("--enforce-eager", action="store_true", help="skip torch.compile: faster start, slower tokens")
+    p.add_argument("--startup-timeout", type=float, default=STARTUP_TIMEOUT_S)
+    p.add_argument("--log", dest="log_path", default=None, help="server log file (default: under the speclab cache)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -424,14 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="a papermill parameter for every notebook (YAML value)")
     r.set_defaults(func=cmd_run)
-    try:
-        from .server import add_serve_args
-    except ImportError:
-        pass
-    else:
-        s = sub.add_parser("serve", help="start vLLM's OpenAI-compatible server for a profile and method")
-        add_serve_args(s)
-        s.set_defaults(func=cmd_serve_checked)
+    s = sub.add_parser("serve", help="start vLLM's OpenAI-compatible server for a profile and method")
+    add_serve_args(s)
+    s.set_defaults(func=cmd_serve_checked)
     return parser
 
 

@@ -24,11 +24,12 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from .atomic import write_csv
+from .clients import carries_tokens
 from .errors import SpeclabError
-from .metrics import from_prometheus
+from .metrics import from_prometheus, metric_values
 from .prompts import chat_messages, load_prompts
 from .report import save_results
-from .server import carries_tokens, metric_values, serve
+from .server import serve
 
 DEFAULT_LEVELS = (1, 4, 16, 64)
 REQUEST_TIMEOUT_S = 300.0

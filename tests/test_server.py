@@ -21,11 +21,12 @@ import psutil
 import pytest
 
 from speclab import configs, loadgen
+from speclab.cli import config_from_args
+from speclab.clients import curl_command, stream_timed
 from speclab.configs import ConfigError
+from speclab.metrics import from_prometheus, metric_values
 from speclab.profiles import SpeclabError, get_profile
-from speclab.server import (ServerError, config_from_args, curl_command, group_processes, metric_values,
-                            serve, server_argv, stream_timed)
-from speclab.metrics import from_prometheus
+from speclab.server import ServerError, group_processes, serve, server_argv
 
 K = 3
 TOKENS = 8
