@@ -12,8 +12,10 @@ import time
 
 import pytest
 
-from speclab import loadgen
-from speclab.loadgen import LevelResult, LoadComparison, LoadRun, MetricsSample, MetricsTrace, RequestResult
+from speclab import loadgen, loadtest
+from speclab.livemetrics import MetricsSample, MetricsTrace
+from speclab.loadgen import LevelResult, RequestResult
+from speclab.loadtest import LoadComparison, LoadRun
 from speclab.metrics import SpecCounters
 from speclab.profiles import SpeclabError
 from speclab.server import free_port
@@ -149,11 +151,11 @@ def _speedups(*values):
 
 def test_batch_size_schedule_from_a_sweep():
     """k where a level paid, 0 where it lost; borders at the geometric middle of two levels (1|4 -> 2, 4|16 -> 8)."""
-    assert loadgen.batch_size_schedule(_speedups(1.3, 1.1, 0.7), 3) == [[1, 8, 3], [9, 16, 0]]
-    assert loadgen.batch_size_schedule(_speedups(1.3, 0.9, 1.2), 3) == [[1, 2, 3], [3, 8, 0], [9, 16, 3]]
-    assert loadgen.batch_size_schedule(_speedups(1.3, 1.1, 1.05), 2) == [[1, 16, 2]]
-    assert loadgen.batch_size_schedule(_speedups(0.8, 0.7, 1.6), 3) == [[1, 8, 0], [9, 16, 3]]  # a GPU's small model
-    assert loadgen.batch_size_schedule(_speedups(0.8, 0.7, 0.6), 3) == [[1, 16, 0]]  # never paid: never draft
+    assert loadtest.batch_size_schedule(_speedups(1.3, 1.1, 0.7), 3) == [[1, 8, 3], [9, 16, 0]]
+    assert loadtest.batch_size_schedule(_speedups(1.3, 0.9, 1.2), 3) == [[1, 2, 3], [3, 8, 0], [9, 16, 3]]
+    assert loadtest.batch_size_schedule(_speedups(1.3, 1.1, 1.05), 2) == [[1, 16, 2]]
+    assert loadtest.batch_size_schedule(_speedups(0.8, 0.7, 1.6), 3) == [[1, 8, 0], [9, 16, 3]]  # a GPU's small model
+    assert loadtest.batch_size_schedule(_speedups(0.8, 0.7, 0.6), 3) == [[1, 16, 0]]  # never paid: never draft
 
 
 def test_metrics_trace_rates_between_samples():
@@ -172,6 +174,6 @@ def test_metrics_trace_rates_between_samples():
 
 
 def test_chat_prompts_are_message_lists():
-    prompts = loadgen.chat_prompts("workloads", 4)
+    prompts = loadtest.chat_prompts("workloads", 4)
     assert len(prompts) == 4
     assert all(p[-1]["role"] == "user" and p[-1]["content"] for p in prompts)
