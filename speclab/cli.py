@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import configs
+from . import configs, validation
 from .clients import curl_command
 from .engine import exit_on_sigterm
 from .errors import ServerError, SpeclabError
@@ -51,7 +51,7 @@ def _require(ok: bool, message: str) -> None:
 
 def _check_path_flag(flag: str, value: str | None) -> None:
     """A flag naming a local folder that is not there: say so, instead of a download hint later."""
-    from .configs import looks_local
+    from .validation import looks_local
 
     if value and looks_local(value) and not Path(value).expanduser().exists():
         raise SpeclabError(f"{flag} {value}: the folder does not exist (a Hugging Face id looks like owner/name)")
@@ -221,7 +221,7 @@ def cmd_bench(args) -> int:
     prompts, source = _bench_prompts(args)
     target = args.model_dir or resolve_model(profile.target)
     config = bench_config(args, profile)
-    configs.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
+    validation.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
     tokenizer = load_tokenizer(tokenizer_path(profile) if not args.model_dir else target)
     inputs = _bench_inputs(args, prompts, tokenizer)
     sampling = bench.greedy(args.output_len, temperature=args.temp, top_p=args.top_p, top_k=args.top_k)
@@ -277,7 +277,7 @@ def cmd_env(args) -> int:
 
 
 def cmd_migrate(args) -> int:
-    from .configs import format_migration
+    from .migration import format_migration
 
     if not args.command:
         raise SpeclabError("usage: speclab migrate -- <old vllm command line>")

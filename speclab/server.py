@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import configs
+from . import configs, validation
 from .engine import cpu_environment, engine_device, engine_kwargs
 from .errors import ServerError, SpeclabError
 from .logs import TAIL_LINES, headline, log_tail
@@ -241,7 +241,7 @@ def start(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_confi
     profile = get_profile(profile)
     require_device(profile)
     if validate:
-        configs.validate(speculative_config, target=resolve_model(profile.target))
+        validation.validate(speculative_config, target=resolve_model(profile.target))
     port = port or free_port()
     log_path = Path(log_path) if log_path else default_log_path(port)
     log_path.parent.mkdir(parents=True, exist_ok=True)
