@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from speclab import configs, livemetrics, loadgen, loadtest
-from speclab.cli import config_from_args
 from speclab.clients import curl_command, stream_timed
+from speclab.commands import config_from_args
 from speclab.configs import ConfigError
 from speclab.metrics import from_prometheus, metric_values
 from speclab.profiles import SpeclabError, get_profile
