@@ -15,14 +15,15 @@ from functools import cached_property
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import configs, data, equality, metrics, weights
+from . import configs, equality, metrics, weights
+from .atomic import write_csv, write_json
 from .engine import open_engine
 from .envcheck import versions
 from .logs import import_vllm
 from .model_refs import resolve_model, tokenizer_path
 from .models import load_tokenizer
 from .profiles import Profile, get_profile
-from .report import write_csv, write_json
+from .prompts import apply_chat_template, load_prompts
 
 
 @dataclass
@@ -264,9 +265,9 @@ def prompt_inputs(profile: str | Profile | None, source: str = "mtbench_style", 
     """Load a prompt set and render it with the chat template of the profile's target (or of
     ``model``) -> (prompts, inputs). A model with random weights has no tokenizer of its own:
     SmolLM2's renders the prompts."""
-    prompts = data.load_prompts(source, category=category, num_prompts=num_prompts)
+    prompts = load_prompts(source, category=category, num_prompts=num_prompts)
     tokenizer = load_tokenizer(tokenizer_path(profile, model))
-    return prompts, data.apply_chat_template(tokenizer, prompts)
+    return prompts, apply_chat_template(tokenizer, prompts)
 
 
 def greedy(max_tokens: int, temperature: float = 0.0, **kw):

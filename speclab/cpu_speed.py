@@ -27,12 +27,12 @@ import os
 import statistics
 import sys
 
-from . import bench, configs, metrics, theory
+from . import bench, configs, metrics, theory, validation
+from .atomic import write_json
 from .engine import RESERVED_CPUS_ENV, exit_on_sigterm, open_engine, resolve_drafter
 from .errors import SpeclabError
 from .model_refs import resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, get_profile
-from .report import write_json
 
 METHODS = ("ngram", "eagle3")
 MODES = ("batch 1", "batched")
@@ -74,7 +74,7 @@ def run(profile: str, methods: list[str], k: int, reserved: list[str], engines: 
     chosen = {m: method_config(profile, m, k) for m in ["baseline", *methods]}
     target = resolve_model(get_profile(profile).target)
     for config in chosen.values():
-        configs.validate(resolve_drafter(config), target=target)
+        validation.validate(resolve_drafter(config), target=target)
     prompts, inputs = bench.prompt_inputs(profile, "workloads", category=categories,
                                          num_prompts=per_category * len(categories))
     sampling = bench.greedy(output_len)
@@ -178,7 +178,7 @@ def run_steps(profile: str, k_values: list[int], engines: int, categories: list[
     chosen = step_configs(k_values)
     target = resolve_model(get_profile(profile).target)
     for config in chosen.values():
-        configs.validate(config, target=target)
+        validation.validate(config, target=target)
     _, inputs = bench.prompt_inputs(profile, "workloads", category=categories, num_prompts=per_category * len(categories))
     sampling = bench.greedy(output_len)
     rows = []

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import configs, logs, weights
+from . import logs, validation, weights
 from .errors import SpeclabError
 from .model_refs import resolve_model
 from .models import fetch_smollm2
@@ -169,7 +169,7 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     require_device(profile)
     target = overrides.get("model") or resolve_model(profile.target)
     speculative_config = resolve_drafter(speculative_config)
-    configs.validate(speculative_config, target=target, tensor_parallel_size=tensor_parallel_size)
+    validation.validate(speculative_config, target=target, tensor_parallel_size=tensor_parallel_size)
     if quiet:  # vLLM's start-up warnings drown a lesson's output; errors still show
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     device = engine_device()

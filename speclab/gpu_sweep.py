@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from . import configs, synthetic
+from . import synthetic, vllm_features
+from .atomic import write_json
 from .synthetic import with_speedups
 from .bench import measure
 from .engine import exit_on_sigterm, open_engine
 from .errors import SpeclabError
 from .profiles import PROFILES, Profile
-from .report import write_json
 
 ENGINE_START_ALLOWANCE_S = 90  # do not start an engine with less time than this left before the deadline
 
@@ -132,7 +132,7 @@ def wait_gpu_free(limit_mib: int = 2048, timeout_s: float = 60.0) -> float:
 def environment() -> dict:
     """Hardware, software and date: what produced the numbers."""
 
-    version = configs.vllm_version()
+    version = vllm_features.vllm_version()
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "gpus": gpus(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "vllm": ".".join(map(str, version)) if version else None,

@@ -10,22 +10,19 @@ without weights or a GPU. The numbers follow how vLLM spends memory:
   target's layers *and* in the drafter's layers.
 
 The activation/runtime/graph share is an explicit ``Allowance`` (an estimate, not a
-measurement): vLLM measures it at start-up and logs it, so compare with your own log.
+measurement): vLLM measures it at start-up and logs it, so compare with your own log. Reading a
+model's config.json is ``speclab.model_config``; the stacked-bar figure, ``plots.memory_plans``.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import SpeclabError
-from .model_refs import target_path
-from .models import SMOLLM2_NAME, cache_dir, is_complete
-from .profiles import get_profile
-from .shapes import SHAPES, shape_config
+from .model_config import Dims, load_config, registered_role, role_of
 
 GIB = 1024**3
 GB = 1000**3
@@ -58,74 +55,6 @@ def _is_quantized(dtype: str) -> bool:
     return dtype_bytes(dtype) < 2
 
 
-# ------------------------------------------------------------------ reading a config
-
-
-def load_config(ref) -> dict:
-    """A config dict from a dict, a shape name (``llama-3.1-8b`` or ``shape:...``), a folder or a config.json path."""
-    if isinstance(ref, dict):
-        return ref
-    path = Path(str(ref))
-    if path.is_dir():
-        path = path / "config.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-
-    return shape_config(str(ref))
-
-
-def role_of(config: dict, role: str | None = None) -> str:
-    """"model", "eagle" or "eagle3": how the parameters are laid out (an EAGLE head leans on its target)."""
-    if role:
-        if role not in ("model", "eagle", "eagle3"):
-            raise SpeclabError(f"unknown role {role!r}: use 'model', 'eagle' or 'eagle3'")
-        return role
-    archs = " ".join(config.get("architectures") or [])
-    if "Eagle3" in archs or "draft_vocab_size" in config:
-        return "eagle3"
-    if "Eagle" in archs:
-        return "eagle"
-    return "model"
-
-
-@dataclass(frozen=True)
-class Dims:
-    """The numbers that decide a Llama-style model's size."""
-
-    layers: int
-    hidden: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    tied: bool
-    attention_bias: bool
-    mlp_bias: bool
-    draft_vocab: int
-
-    @classmethod
-    def of(cls, config: dict) -> "Dims":
-        try:
-            hidden, heads = config["hidden_size"], config["num_attention_heads"]
-            return cls(
-                layers=config["num_hidden_layers"],
-                hidden=hidden,
-                intermediate=config["intermediate_size"],
-                heads=heads,
-                kv_heads=config.get("num_key_value_heads") or heads,  # absent: plain multi-head attention
-                head_dim=config.get("head_dim") or hidden // heads,
-                vocab=config["vocab_size"],
-                tied=bool(config.get("tie_word_embeddings", False)),
-                attention_bias=bool(config.get("attention_bias", False)),
-                mlp_bias=bool(config.get("mlp_bias", False)),
-                draft_vocab=config.get("draft_vocab_size") or config["vocab_size"],
-            )
-        except KeyError as missing:
-            raise SpeclabError(f"config has no {missing.args[0]!r}: pass a Llama-style Hugging Face config.json") from None
-
-
-# ------------------------------------------------------------------ parameters and weights
 
 
 def parameter_counts(config, role: str | None = None) -> dict[str, int]:
@@ -166,7 +95,7 @@ def decode_parameters(config, role: str | None = None) -> int:
     The embedding is a row lookup (nearly free); the lm_head is a full matrix product even when it
     is tied to the embedding or borrowed from the target (EAGLE), so it always counts.
     """
-    role, config = role or _registered_role(config), load_config(config)
+    role, config = role or registered_role(config), load_config(config)
     role = role_of(config, role)
     c, d = parameter_counts(config, role), Dims.of(config)
     head = d.hidden * (d.draft_vocab if role == "eagle3" else d.vocab)
@@ -362,7 +291,7 @@ def plan(target, draft=None, *, gpu_gib: float, gpu_memory_utilization: float = 
     kv_per_token = kv_bytes_per_token(target_cfg, kv_dtype)
     draft_bytes = 0.0
     if draft_cfg is not None:
-        draft_role = draft_role or _registered_role(draft)
+        draft_role = draft_role or registered_role(draft)
         # a drafter in a checkpoint dtype other than the target's runs in the target's dtype
         draft_bytes = weight_bytes(draft_cfg, draft_dtype or dtype, draft_role)
         kv_per_token += kv_bytes_per_token(draft_cfg, kv_dtype)
@@ -373,13 +302,6 @@ def plan(target, draft=None, *, gpu_gib: float, gpu_memory_utilization: float = 
         allowance_bytes=allowance.total_gib * GIB, kv_bytes_per_token=kv_per_token // tp,
         labels={"target": _label(target, target_cfg), "draft": _label(draft, draft_cfg) if draft is not None else "none"},
     )
-
-
-def _registered_role(ref) -> str | None:
-    """The role of a shipped shape named by ``ref`` (EAGLE-1's config looks like a plain Llama)."""
-
-    info = SHAPES.get(str(ref).removeprefix("shape:")) if isinstance(ref, str) else None
-    return info.role if info else None
 
 
 def _label(ref, config: dict | None) -> str:
@@ -425,7 +347,7 @@ def parameter_rows(refs: dict) -> list[dict]:
     """
     rows = []
     for label, ref in refs.items():
-        cfg, role = load_config(ref), _registered_role(ref)
+        cfg, role = load_config(ref), registered_role(ref)
         c = parameter_counts(cfg, role)
         rows.append({"model": label, "params": f"{c['total'] / 1e9:.3f} B",
                      "embedding+lm_head": f"{100 * (c['embeddings'] + c['lm_head']) / c['total']:.0f}%",
@@ -433,52 +355,3 @@ def parameter_rows(refs: dict) -> list[dict]:
                      "bf16 GB": f"{weight_bytes(cfg, 'bfloat16', role) / GB:.2f}",
                      "KV KiB/token": f"{kv_bytes_per_token(cfg) / 1024:g}"})
     return rows
-
-
-# ------------------------------------------------------------------ the picture
-
-
-def plot_plans(plans: list[Plan], title: str = "Where the GPU memory goes"):
-    """Stacked bars per GPU: target, draft, allowance, KV room, and what utilization leaves out."""
-    from .plots import plt
-
-    fig, ax = plt.subplots(figsize=(7.2, 4.0))
-    names = [f"{p.gpu_gib:g} GiB" for p in plans]
-    parts = [("target weights", lambda p: p.target_bytes, "tab:blue"),
-             ("draft weights", lambda p: p.draft_bytes, "tab:orange"),
-             ("allowance", lambda p: p.allowance_bytes, "tab:gray"),
-             ("KV cache", lambda p: max(p.kv_room_bytes, 0), "tab:green"),
-             ("left by utilization", lambda p: p.reserved_bytes, "whitesmoke")]
-    bottoms = [0.0] * len(plans)
-    for label, value, color in parts:
-        heights = [value(p) / GIB for p in plans]
-        ax.bar(names, heights, bottom=bottoms, label=label, color=color, edgecolor="black", linewidth=0.4)
-        bottoms = [b + h for b, h in zip(bottoms, heights)]
-    for i, p in enumerate(plans):
-        note = f"{p.kv_tokens:,} tok" if p.kv_room_bytes > 0 else "does not fit"
-        ax.text(i, bottoms[i], note, ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel("GiB")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    return fig
-
-
-# ------------------------------------------------------------------ the real model, if it is on disk
-
-
-def provisioned_config(profile=None) -> dict | None:
-    """The config.json of a profile's target when it is already on disk; None otherwise (never downloads)."""
-
-    ref = get_profile(profile).target
-    if ref.startswith("shape:"):
-        return load_config(ref)
-    if ref == f"local:{SMOLLM2_NAME}":
-        return load_config(target_path(profile)) if is_complete(cache_dir() / "models" / SMOLLM2_NAME) else None
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(ref, "config.json")
-        return load_config(cached) if isinstance(cached, str) else None
-    except Exception:
-        return None

@@ -133,6 +133,24 @@ def from_prometheus(text: str) -> SpecCounters:
     return _from_named_values(items)
 
 
+def metric_values(text: str) -> dict[str, float]:
+    """Every sample of Prometheus text, not only the speculative counters, summed over labels, by plain name
+    (``_created`` dropped).
+
+    Names lose the ``vllm:`` prefix, so ``vllm:generation_tokens_total`` -> ``generation_tokens_total``.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.endswith("_created"):
+                continue
+            name = s.name.split(":", 1)[-1]
+            values[name] = values.get(name, 0.0) + s.value
+    return values
+
+
 _LOG_FIELDS = {
     "acceptance_length": r"Mean acceptance length:\s*([\d.]+)",
     "accepted_throughput": r"Accepted throughput:\s*([\d.]+)",

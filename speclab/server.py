@@ -6,7 +6,8 @@ of the CPU build is broken) on a free port of 127.0.0.1 in a process group of it
 its log to a file and waits until ``/health`` answers. If the server dies or the wait times
 out, the error carries the server's own last log lines. On leaving the block, however it is
 left (normally, by an exception, by Ctrl-C), the whole process group is stopped: stopping the
-API server alone can leave its EngineCore and worker processes running.
+API server alone can leave its EngineCore and worker processes running. Talking to a running
+server is ``speclab.clients``; the ``speclab serve`` command is ``speclab.cli``'s.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import configs
+from . import configs, validation
 from .engine import cpu_environment, engine_device, engine_kwargs
 from .errors import ServerError, SpeclabError
 from .logs import TAIL_LINES, headline, log_tail
@@ -38,8 +39,6 @@ LISTEN_HOSTS = ("127.0.0.1", "0.0.0.0")  # both answer on 127.0.0.1, where specl
 ENTRY_POINT = "vllm.entrypoints.openai.api_server"
 STARTUP_TIMEOUT_S = 900.0  # CPU starts took 60-280 s here; a torch.compile warm-up on a busy machine, over 10 min
 STOP_TIMEOUT_S = 20.0
-CHECK_PROMPT = "Write a Python script to read a CSV file:"  # a quick-start guide's curl check
-CHECK_MAX_TOKENS = 200
 
 
 def free_port(host: str = HOST) -> int:
@@ -242,7 +241,7 @@ def start(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_confi
     profile = get_profile(profile)
     require_device(profile)
     if validate:
-        configs.validate(speculative_config, target=resolve_model(profile.target))
+        validation.validate(speculative_config, target=resolve_model(profile.target))
     port = port or free_port()
     log_path = Path(log_path) if log_path else default_log_path(port)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -297,110 +296,6 @@ def serve(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_confi
         server.stop()
 
 
-# ---------------------------------------------------------------- clients
-
-def curl_command(server, prompt: str = CHECK_PROMPT, max_tokens: int = CHECK_MAX_TOKENS) -> str:
-    """A quick-start guide's check as one shell line: a greedy completion request to the server."""
-    body = json.dumps({"model": server.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
-    return (f"curl {server.base_url}/v1/completions -H 'Content-Type: application/json' "
-            f"-d {shlex.quote(body)}")
-
-
-@dataclass(frozen=True)
-class StreamTiming:
-    """One streamed request: its text and when its tokens arrived."""
-
-    text: str
-    output_tokens: int
-    ttft: float  # seconds from sending the request to the first token
-    latency: float  # seconds from sending the request to the last token
-
-    @property
-    def tpot(self) -> float:
-        """Mean time per output token after the first (what a reader feels as speed)."""
-        return (self.latency - self.ttft) / (self.output_tokens - 1) if self.output_tokens > 1 else 0.0
-
-
-def carries_tokens(choice: dict, chat: bool) -> bool:
-    """Whether a streamed choice brings new tokens: vLLM sends a chunk per step that produced some.
-
-    Its text can be empty (a token that decodes to nothing yet, or an id the tokenizer lacks, as with
-    random weights on a borrowed tokenizer), so the chunk counts, not its text. A chat stream's first
-    chunk only names the role.
-    """
-    if chat:
-        delta = choice.get("delta") or {}
-        return delta.get("content") is not None and not delta.get("role")
-    return choice.get("text") is not None
-
-
-def stream_timed(client, model: str, prompt: str | None = None, messages: list | None = None,
-                 max_tokens: int = 64, temperature: float = 0.0, extra_body: dict | None = None) -> StreamTiming:
-    """Stream one completion (``prompt``) or chat (``messages``) with the openai client; time it.
-
-    A chunk can carry several tokens (speculation accepts them together), so the token count
-    comes from the usage record the server appends (``stream_options.include_usage``).
-    ``extra_body`` carries vLLM's own sampling fields, e.g. ``{"ignore_eos": True}``.
-    """
-    kwargs = dict(model=model, max_tokens=max_tokens, temperature=temperature, stream=True,
-                  stream_options={"include_usage": True}, extra_body=extra_body)
-    sent = time.perf_counter()
-    if messages is not None:
-        stream = client.chat.completions.create(messages=messages, **kwargs)
-    else:
-        stream = client.completions.create(prompt=prompt, **kwargs)
-    parts, first, last, tokens = [], None, sent, 0
-    for chunk in stream:
-        if chunk.usage is not None:
-            tokens = chunk.usage.completion_tokens
-        for choice in chunk.choices:
-            if carries_tokens(choice.model_dump(), chat=messages is not None):
-                piece = choice.delta.content if messages is not None else choice.text
-                now = time.perf_counter()
-                first = first if first is not None else now
-                last = now
-                parts.append(piece)
-    if first is None:
-        raise ServerError("the stream ended without any token")
-    return StreamTiming("".join(parts), tokens, first - sent, last - sent)
-
-
-# ---------------------------------------------------------------- metrics beyond the spec counters
-
-def metric_values(text: str) -> dict[str, float]:
-    """Every sample of Prometheus text summed over labels, by plain name (``_created`` dropped).
-
-    Names lose the ``vllm:`` prefix, so ``vllm:generation_tokens_total`` -> ``generation_tokens_total``.
-    """
-    from prometheus_client.parser import text_string_to_metric_families
-
-    values: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name.endswith("_created"):
-                continue
-            name = s.name.split(":", 1)[-1]
-            values[name] = values.get(name, 0.0) + s.value
-    return values
-
-
-# ---------------------------------------------------------------- `speclab serve`
-
-def add_serve_args(p) -> None:
-    p.add_argument("--profile", default=None, help=f"default: {DEFAULT_CPU_PROFILE} (or $SPECLAB_PROFILE)")
-    p.add_argument("--method", default="ngram", choices=["none", *configs.METHODS],
-                   help="speculative method; 'none' serves without speculation")
-    p.add_argument("--num-spec-tokens", type=int, default=3, help="k: draft tokens per step")
-    p.add_argument("--prompt-lookup-max", type=int, default=configs.DEFAULT_LOOKUP_MAX)
-    p.add_argument("--prompt-lookup-min", type=int, default=configs.DEFAULT_LOOKUP_MIN)
-    p.add_argument("--port", type=int, default=None, help="default: a free port")
-    p.add_argument("--host", default=HOST, help="where to listen: 127.0.0.1 (default, this machine) or 0.0.0.0 "
-                                                  "(every interface; vLLM's server has no authentication)")
-    p.add_argument("--enforce-eager", action="store_true", help="skip torch.compile: faster start, slower tokens")
-    p.add_argument("--startup-timeout", type=float, default=STARTUP_TIMEOUT_S)
-    p.add_argument("--log", dest="log_path", default=None, help="server log file (default: under the speclab cache)")
-
-
 def config_for(profile: str | Profile | None, method: str | None, k: int = 3,
                prompt_lookup_max: int = configs.DEFAULT_LOOKUP_MAX,
                prompt_lookup_min: int = configs.DEFAULT_LOOKUP_MIN) -> dict | None:
@@ -418,37 +313,3 @@ def config_for(profile: str | Profile | None, method: str | None, k: int = 3,
     if method in ("eagle", "eagle3"):
         return configs.build(method, k, model=drafter, target=None if drafter.startswith("local:") else profile.target)
     return configs.build(method, k, model=drafter)
-
-
-def config_from_args(args, profile: Profile) -> dict | None:
-    return config_for(profile, args.method, args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def cmd_serve(args) -> int:
-    # SIGTERM/SIGHUP (kill, a closed terminal) and SIGINT, even where a parent ignored it, all
-    # leave through the with-block below, which stops the server's process group.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
-    profile = get_profile(args.profile)
-    config = config_from_args(args, profile)
-    print(f"speclab: starting vLLM for {profile.name} ({args.method}); this takes a minute or two on a CPU", flush=True)
-    with serve(profile, config, port=args.port, log_path=args.log_path, startup_timeout=args.startup_timeout,
-               enforce_eager=args.enforce_eager, host=args.host) as server:
-        if args.host != HOST:
-            print(f"listening on every interface ({args.host}): other machines reach it at this machine's address, "
-                  f"port {server.port}", flush=True)
-        print(f"serving {server.model} at {server.base_url}/v1 (ready after {server.start_seconds:.0f} s)")
-        print(f"speculative config: {json.dumps(config)}")
-        print(f"log: {server.log_path}")
-        print("check it:")
-        print(f"  {curl_command(server)}")
-        print(f"metrics: curl -s {server.base_url}/metrics | grep spec_decode")
-        print("Ctrl-C stops the server (and every process it started).", flush=True)
-        while server.alive():
-            time.sleep(1.0)
-        lines = server.log_tail()
-        raise ServerError(f"the server exited on its own: {headline(lines)} [log: {server.log_path}]")

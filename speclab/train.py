@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import bench, configs, drafters
-from .data import Prompt, apply_chat_template
+from .prompts import Prompt, apply_chat_template
 from .engine import exit_on_sigterm, open_engine
 from .envcheck import device_name
 from .errors import SpeclabError
 from .logs import import_vllm
 from .models import atomic_folder, fetch_smollm2
-from .report import write_atomic, write_json
+from .atomic import write_atomic, write_json
 
 DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"  # greedy answers, made here by generate_data (CPU)
 # What the shipped drafters were trained on (vLLM 0.26.0 on H200s, bf16), in the order of the file:

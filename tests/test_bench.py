@@ -7,7 +7,7 @@ import pytest
 from speclab import equality
 from speclab.bench import BenchResult, RunStats, table
 from speclab.metrics import SpecCounters
-from speclab.report import write_atomic
+from speclab.atomic import write_atomic
 
 
 def _result(spec_ids=None):

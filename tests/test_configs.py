@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from speclab import configs
+from speclab import configs, migration, validation
 from speclab.configs import ConfigError
 
 
@@ -53,15 +53,15 @@ def test_batch_size_schedule_accepted_with_gaps():
 
 
 def test_method_support_by_version():
-    assert "removed in vLLM 0.33.0" in configs.method_support("medusa", (0, 33, 0))
-    assert configs.method_support("medusa", (0, 32, 0)) is None
-    assert configs.method_support("ngram", (0, 26, 0)) is None
+    assert "removed in vLLM 0.33.0" in validation.method_support("medusa", (0, 33, 0))
+    assert validation.method_support("medusa", (0, 32, 0)) is None
+    assert validation.method_support("ngram", (0, 26, 0)) is None
 
 
 def test_suffix_needs_package():
     import importlib.util
 
-    reason = configs.method_support("suffix", (0, 32, 0))
+    reason = validation.method_support("suffix", (0, 32, 0))
     if importlib.util.find_spec("arctic_inference") is None:
         assert "pip install arctic-inference" in reason
     else:
@@ -70,16 +70,16 @@ def test_suffix_needs_package():
 
 def test_validate_draft_tp_and_config_keys():
     with pytest.raises(ConfigError, match="vLLM accepts 1 or 4"):
-        configs.validate(configs.draft_model("d", draft_tensor_parallel_size=2), tensor_parallel_size=4, version=(0, 32, 0))
+        validation.validate(configs.draft_model("d", draft_tensor_parallel_size=2), tensor_parallel_size=4, version=(0, 32, 0))
     # vLLM's config accepts draft TP 1, but its DraftModelProposer (0.26, 0.32) refuses it at load time;
     # for an EAGLE head it is accepted.
     with pytest.raises(ConfigError, match="draft_model runs the draft with the target's tensor parallel size"):
-        configs.validate(configs.draft_model("d", draft_tensor_parallel_size=1), tensor_parallel_size=4, version=(0, 32, 0))
-    assert configs.validate(configs.eagle("e", draft_tensor_parallel_size=1, target=None), tensor_parallel_size=4, version=(0, 32, 0))
+        validation.validate(configs.draft_model("d", draft_tensor_parallel_size=1), tensor_parallel_size=4, version=(0, 32, 0))
+    assert validation.validate(configs.eagle("e", draft_tensor_parallel_size=1, target=None), tensor_parallel_size=4, version=(0, 32, 0))
     with pytest.raises(ConfigError, match="use draft_tensor_parallel_size"):
-        configs.validate({**configs.draft_model("d"), "tensor_parallel_size": 2}, version=(0, 32, 0))
+        validation.validate({**configs.draft_model("d"), "tensor_parallel_size": 2}, version=(0, 32, 0))
     with pytest.raises(ConfigError, match="removed in vLLM 0.33.0"):
-        configs.validate(configs.medusa("heads"), version=(0, 33, 0))
+        validation.validate(configs.medusa("heads"), version=(0, 33, 0))
 
 
 def _model_dir(tmp_path, name, **cfg):
@@ -93,18 +93,18 @@ def test_validate_against_target_configs(tmp_path):
     target = _model_dir(tmp_path, "target", vocab_size=49152, hidden_size=576)
     other_vocab = _model_dir(tmp_path, "draft", vocab_size=32000, hidden_size=576)
     with pytest.raises(ConfigError, match="use_heterogeneous_vocab=True"):
-        configs.validate(configs.draft_model(other_vocab), target=target, version=(0, 32, 0))
-    configs.validate(configs.draft_model(other_vocab, use_heterogeneous_vocab=True), target=target, version=(0, 32, 0))
+        validation.validate(configs.draft_model(other_vocab), target=target, version=(0, 32, 0))
+    validation.validate(configs.draft_model(other_vocab, use_heterogeneous_vocab=True), target=target, version=(0, 32, 0))
     with pytest.raises(ConfigError, match="needs a target with MTP layers"):
-        configs.validate(configs.mtp(2), target=target, version=(0, 32, 0))
+        validation.validate(configs.mtp(2), target=target, version=(0, 32, 0))
     mtp_target = _model_dir(tmp_path, "mtp", vocab_size=100, num_nextn_predict_layers=1)
-    configs.validate(configs.mtp(2), target=mtp_target, version=(0, 32, 0))
+    validation.validate(configs.mtp(2), target=mtp_target, version=(0, 32, 0))
     medusa = _model_dir(tmp_path, "medusa", hidden_size=576, medusa_num_heads=3)
     with pytest.raises(ConfigError, match="has 3 heads: use k <= 3"):
-        configs.validate(configs.medusa(medusa, 4), target=target, version=(0, 32, 0))
+        validation.validate(configs.medusa(medusa, 4), target=target, version=(0, 32, 0))
     wide_head = _model_dir(tmp_path, "eagle", hidden_size=4096)
     with pytest.raises(ConfigError, match="does not match the target's 576"):
-        configs.validate(configs.eagle(wide_head, target=None), target=target, version=(0, 32, 0))
+        validation.validate(configs.eagle(wide_head, target=None), target=target, version=(0, 32, 0))
 
 
 SEED_NGRAM = ('python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-70B-Instruct '
@@ -112,7 +112,7 @@ SEED_NGRAM = ('python -m vllm.entrypoints.openai.api_server --model meta-llama/L
 
 
 def test_migrate_seed_ngram():
-    argv, notes = configs.migrate_command(SEED_NGRAM)
+    argv, notes = migration.migrate_command(SEED_NGRAM)
     assert argv[:4] == ["python", "-m", "vllm.entrypoints.openai.api_server", "--model"]
     i = argv.index("--speculative-config")
     assert json.loads(argv[i + 1]) == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}
@@ -124,34 +124,34 @@ def test_migrate_every_removed_flag():
     old = ("vllm serve m --speculative-model=meta-llama/Llama-3.2-1B-Instruct --num-speculative-tokens 5 "
            "--speculative-draft-tensor-parallel-size 1 --speculative-model-quantization int8 "
            "--ngram-prompt-lookup-min 2 --target-model-tp-size 2")
-    argv, notes = configs.migrate_command(old)
+    argv, notes = migration.migrate_command(old)
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec == {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 5,
                     "draft_tensor_parallel_size": 1, "quantization": "fp8", "prompt_lookup_min": 2}
     assert any("vLLM rejects \"int8\"" in n for n in notes)
     assert "--tensor-parallel-size" in argv
-    argv, _ = configs.migrate_command("x --speculative-model yuhuili/EAGLE-LLaMA3-Instruct-8B --draft-model-tp-size 1 --num-speculative-tokens 4")
+    argv, _ = migration.migrate_command("x --speculative-model yuhuili/EAGLE-LLaMA3-Instruct-8B --draft-model-tp-size 1 --num-speculative-tokens 4")
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec["method"] == "eagle" and spec["draft_tensor_parallel_size"] == 1
 
 
 def test_migrate_disable_by_batch_size_to_a_schedule():
     """The removed flag became vLLM's batch-size schedule: k up to the limit, no drafts above it."""
-    argv, notes = configs.migrate_command("vllm serve m --speculative-model [ngram] --num-speculative-tokens 4 "
+    argv, notes = migration.migrate_command("vllm serve m --speculative-model [ngram] --num-speculative-tokens 4 "
                                           "--speculative-disable-by-batch-size 8")
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec == {"method": "ngram", "num_speculative_tokens": 4,
                     "num_speculative_tokens_per_batch_size": [[1, 8, 4], [9, 9, 0]]}
     assert "disable_by_batch_size" not in spec and any("at most 8 requests run" in n for n in notes)
-    configs.validate(spec)  # the installed vLLM knows the field
+    validation.validate(spec)  # the installed vLLM knows the field
     with pytest.raises(ConfigError, match="expected a whole number >= 1"):
-        configs.migrate_command("vllm serve m --speculative-model [ngram] --num-speculative-tokens 4 "
+        migration.migrate_command("vllm serve m --speculative-model [ngram] --num-speculative-tokens 4 "
                                 "--speculative-disable-by-batch-size 0")
 
 
 def test_migrate_errors_and_passthrough():
-    assert configs.migrate_command("vllm serve m --port 8000") == (["vllm", "serve", "m", "--port", "8000"], [])
+    assert migration.migrate_command("vllm serve m --port 8000") == (["vllm", "serve", "m", "--port", "8000"], [])
     with pytest.raises(ConfigError, match="no --speculative-model"):
-        configs.migrate_command("vllm serve m --num-speculative-tokens 3")
+        migration.migrate_command("vllm serve m --num-speculative-tokens 3")
     with pytest.raises(ConfigError, match="without --num-speculative-tokens"):
-        configs.migrate_command("vllm serve m --speculative-model x")
+        migration.migrate_command("vllm serve m --speculative-model x")

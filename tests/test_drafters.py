@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from speclab import configs, drafters, train
+from speclab import drafters, train, validation
 from speclab.profiles import PROFILES, SpeclabError
 
 
@@ -216,7 +216,7 @@ def test_shipped_heads_without_the_target_matrix_get_it_back(tmp_path):
 def test_tiny_mtp_is_a_target_with_mtp_layers_and_random_weights():
     folder = drafters.provide("tiny-mtp")
     cfg = json.loads((folder / "config.json").read_text())
-    assert configs.has_mtp_layers(cfg) and cfg["model_type"] == "deepseek_v3"
+    assert validation.has_mtp_layers(cfg) and cfg["model_type"] == "deepseek_v3"
     assert cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"] == 576  # an MLA head size the CPU backend runs
     assert drafters.read_card(folder)["trained"] is False
     assert (folder / "tokenizer.json").is_file()

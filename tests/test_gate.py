@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from speclab import configs
+from speclab import configs, validation
 from speclab.configs import ConfigError
 
 FAST_S = 8.0
@@ -134,37 +134,37 @@ def _bad_configs(tmp_path):
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
     return [
-        (lambda: configs.validate("ngram"), "a speculative config is a dict, not str 'ngram'"),
-        (lambda: configs.validate(["ngram", 3]), "a speculative config is a dict, not list"),
+        (lambda: validation.validate("ngram"), "a speculative config is a dict, not str 'ngram'"),
+        (lambda: validation.validate(["ngram", 3]), "a speculative config is a dict, not list"),
         (lambda: configs.ngram(prompt_lookup_max="5"), "prompt_lookup_max must be a whole number >= 1, got '5'"),
         (lambda: configs.ngram(prompt_lookup_max=2.5), "prompt_lookup_max must be a whole number >= 1, got 2.5"),
         (lambda: configs.ngram(k="3"), "must be a positive integer, got '3'"),
         (lambda: configs.build("ngram", 3, model="x"), "method ngram takes no option 'model'"),
         (lambda: configs.build("eagle3", 3, modle="x"), "takes no option 'modle' (did you mean 'model'?)"),
         (lambda: configs.build("eagel", 3), "unknown method 'eagel' (did you mean 'eagle'?)"),
-        (lambda: configs.validate({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 4,
+        (lambda: validation.validate({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 4,
                                    "prompt_lookup_max": 2}), "prompt_lookup_min (4) > prompt_lookup_max (2)"),
-        (lambda: configs.validate({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 0,
+        (lambda: validation.validate({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 0,
                                    "prompt_lookup_max": 0}), "must be a whole number >= 1, got 0"),
-        (lambda: configs.validate({"method": "ngram", "num_speculative_tokens": 0}), "must be a positive integer, got 0"),
-        (lambda: configs.validate({"method": "draft_model", "num_speculative_tokens": 3}), "method draft_model needs a draft model"),
-        (lambda: configs.validate({"method": "eagle3", "num_speculative_tokens": 3}), "method eagle3 needs its drafter"),
-        (lambda: configs.validate({"method": "medusa", "num_speculative_tokens": 3}), "method medusa needs its heads"),
-        (lambda: configs.validate(configs.draft_model("/no/such/drafter")), "drafter folder /no/such/drafter does not exist"),
-        (lambda: configs.validate(configs.eagle3("./no-such-head", target=None)), "drafter folder ./no-such-head does not exist"),
-        (lambda: configs.validate(configs.ngram(3), target="/no/such/target"), "target model folder /no/such/target does not exist"),
-        (lambda: configs.validate(None, target="~/no/such/target"), "target model folder ~/no/such/target does not exist"),
-        (lambda: configs.validate(configs.draft_model(str(broken))), "config.json is not valid JSON"),
-        (lambda: configs.validate(configs.mtp(2), target=str(broken)), "config.json is not valid JSON"),
-        (lambda: configs.validate({**configs.ngram(3), "prompt_lookup_maxx": 4}),
+        (lambda: validation.validate({"method": "ngram", "num_speculative_tokens": 0}), "must be a positive integer, got 0"),
+        (lambda: validation.validate({"method": "draft_model", "num_speculative_tokens": 3}), "method draft_model needs a draft model"),
+        (lambda: validation.validate({"method": "eagle3", "num_speculative_tokens": 3}), "method eagle3 needs its drafter"),
+        (lambda: validation.validate({"method": "medusa", "num_speculative_tokens": 3}), "method medusa needs its heads"),
+        (lambda: validation.validate(configs.draft_model("/no/such/drafter")), "drafter folder /no/such/drafter does not exist"),
+        (lambda: validation.validate(configs.eagle3("./no-such-head", target=None)), "drafter folder ./no-such-head does not exist"),
+        (lambda: validation.validate(configs.ngram(3), target="/no/such/target"), "target model folder /no/such/target does not exist"),
+        (lambda: validation.validate(None, target="~/no/such/target"), "target model folder ~/no/such/target does not exist"),
+        (lambda: validation.validate(configs.draft_model(str(broken))), "config.json is not valid JSON"),
+        (lambda: validation.validate(configs.mtp(2), target=str(broken)), "config.json is not valid JSON"),
+        (lambda: validation.validate({**configs.ngram(3), "prompt_lookup_maxx": 4}),
          "unknown speculative config key 'prompt_lookup_maxx' (did you mean 'prompt_lookup_max'?)"),
-        (lambda: configs.validate(configs.ngram(3), tensor_parallel_size=0), "tensor_parallel_size must be a whole number >= 1, got 0"),
-        (lambda: configs.validate(configs.draft_model("d", quantization="int8")), "quantization 'int8' is not a method vLLM has: use 'fp8'"),
-        (lambda: configs.validate(configs.draft_model("d", max_model_len=0)), "max_model_len must be a whole number >= 1, got 0"),
-        (lambda: configs.validate({**configs.ngram(3), "enforce_eager": "yes"}), "enforce_eager must be True or False"),
-        (lambda: configs.validate(configs.eagle("e", target=None, draft_tensor_parallel_size=0)),
+        (lambda: validation.validate(configs.ngram(3), tensor_parallel_size=0), "tensor_parallel_size must be a whole number >= 1, got 0"),
+        (lambda: validation.validate(configs.draft_model("d", quantization="int8")), "quantization 'int8' is not a method vLLM has: use 'fp8'"),
+        (lambda: validation.validate(configs.draft_model("d", max_model_len=0)), "max_model_len must be a whole number >= 1, got 0"),
+        (lambda: validation.validate({**configs.ngram(3), "enforce_eager": "yes"}), "enforce_eager must be True or False"),
+        (lambda: validation.validate(configs.eagle("e", target=None, draft_tensor_parallel_size=0)),
          "draft_tensor_parallel_size must be a whole number >= 1, got 0"),
-        (lambda: configs.validate(configs.eagle("e", target=None, draft_tensor_parallel_size=2)),
+        (lambda: validation.validate(configs.eagle("e", target=None, draft_tensor_parallel_size=2)),
          "draft_tensor_parallel_size=2 with target tensor_parallel_size=1: vLLM accepts only 1"),
         (lambda: configs.for_profile("cpu-tiny", "bogus"), "unknown method 'bogus'"),
     ]
@@ -186,5 +186,5 @@ def test_validate_keeps_good_configs(tmp_path):
                    configs.eagle3(str(head), target=None), configs.eagle("local:drafter-eagle", target=None),
                    configs.mtp(1), configs.draft_model("d", quantization="fp8"), configs.for_profile("cpu-tiny", "eagle3", 3),
                    {**configs.ngram(3), "disable_padded_drafter_batch": True}):
-        assert configs.validate(config, version=(0, 32, 0)) == config
-    assert configs.validate(None, target="no-org/no-such-model") is None  # an id, not a path: the Hub decides
+        assert validation.validate(config, version=(0, 32, 0)) == config
+    assert validation.validate(None, target="no-org/no-such-model") is None  # an id, not a path: the Hub decides

@@ -2,7 +2,7 @@
 
 import pytest
 
-from speclab import memory
+from speclab import memory, model_config, plots
 from speclab.memory import GIB, Allowance, kv_bytes_per_token, parameter_count, parameter_counts, plan, weight_bytes
 from speclab.profiles import SpeclabError
 
@@ -26,7 +26,7 @@ def test_parameter_counts_exact():
 
 
 def test_tied_embeddings_count_once():
-    cfg = memory.load_config("llama-3.2-1b")
+    cfg = model_config.load_config("llama-3.2-1b")
     untied = {**cfg, "tie_word_embeddings": False}
     assert parameter_count(untied) - parameter_count(cfg) == 128256 * 2048
     assert parameter_counts(cfg)["lm_head"] == 0
@@ -77,7 +77,7 @@ def test_eagle_heads_count_only_what_they_add():
     assert eagle3["attention"] == 8192 * 4096 + 2 * 8192 * 1024 + 4096 * 4096
     assert eagle3["lm_head"] == 4096 * 32000 and eagle3["embeddings"] == 0
     assert eagle3["total"] == 424_689_664
-    assert memory.role_of(memory.load_config("eagle-llama3.1-8b")) == "model"  # plain Llama architecture name
+    assert model_config.role_of(model_config.load_config("eagle-llama3.1-8b")) == "model"  # plain Llama architecture name
 
 
 def test_worked_24gib_example_8b_plus_1b_draft():
@@ -131,7 +131,7 @@ def test_gpu_table_and_text_tables():
 
 def test_plot_has_one_bar_per_gpu_per_part():
     plans = memory.gpu_table("llama-3.1-8b", "llama-3.2-1b", gpu_sizes=(24, 40, 80))
-    fig = memory.plot_plans(plans)
+    fig = plots.memory_plans(plans)
     ax = fig.axes[0]
     assert len(ax.containers) == 5 and all(len(c) == 3 for c in ax.containers)
     # the stack of bar 0 reaches the GPU size
@@ -150,14 +150,14 @@ def test_provisioned_config_never_downloads(monkeypatch, tmp_path, target_dir):
 
     for name in ("hf_hub_download", "snapshot_download"):
         monkeypatch.setattr(huggingface_hub, name, refuse)
-    assert memory.provisioned_config("gpu-synthetic")["hidden_size"] == 4096  # a shape: always on disk
-    cfg = memory.provisioned_config("cpu-tiny")  # provisioned by the session's fixture
+    assert model_config.provisioned_config("gpu-synthetic")["hidden_size"] == 4096  # a shape: always on disk
+    cfg = model_config.provisioned_config("cpu-tiny")  # provisioned by the session's fixture
     assert (cfg["hidden_size"], cfg["num_hidden_layers"]) == (576, 30)
     monkeypatch.setattr(models, "fetch_smollm2", refuse)  # from here on, nothing is on disk
     monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
-    assert memory.provisioned_config("cpu-tiny") is None
-    assert memory.provisioned_config("gpu-llama8b") is None
+    assert model_config.provisioned_config("cpu-tiny") is None
+    assert model_config.provisioned_config("gpu-llama8b") is None
 
 
 def test_plan_knows_the_eagle_shapes_by_name():

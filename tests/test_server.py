@@ -20,12 +20,13 @@ import httpx
 import psutil
 import pytest
 
-from speclab import configs, load
+from speclab import configs, livemetrics, loadgen, loadtest
+from speclab.clients import curl_command, stream_timed
+from speclab.commands import config_from_args
 from speclab.configs import ConfigError
+from speclab.metrics import from_prometheus, metric_values
 from speclab.profiles import SpeclabError, get_profile
-from speclab.server import (ServerError, config_from_args, curl_command, group_processes, metric_values,
-                            serve, server_argv, stream_timed)
-from speclab.metrics import from_prometheus
+from speclab.server import ServerError, group_processes, serve, server_argv
 
 K = 3
 TOKENS = 8
@@ -115,11 +116,11 @@ def test_config_rejected_by_vllm_fails_with_its_own_message():
 
 @pytest.mark.server
 def test_killing_the_server_mid_load_fails_every_client_clearly():
-    prompts = load.chat_prompts("workloads", 4)
+    prompts = loadtest.chat_prompts("workloads", 4)
     box = {}
     with serve("cpu-tiny", None, enforce_eager=True) as s:
         assert s.counters().num_drafts == 0  # no speculation: the counters stay at zero
-        worker = threading.Thread(target=lambda: box.update(levels=load.run_load(
+        worker = threading.Thread(target=lambda: box.update(levels=loadgen.run_load(
             s.base_url, s.model, prompts, [2], 6, max_tokens=512, timeout=300)))
         worker.start()
         deadline = time.monotonic() + 120
@@ -257,8 +258,8 @@ def test_metrics_show_accepted_tokens(server):
 
 @pytest.mark.server
 def test_small_load_every_request_answered(server):
-    prompts = load.chat_prompts("workloads", 4)
-    levels = load.run_load(server.base_url, server.model, prompts, [1, 2], 3, max_tokens=TOKENS, timeout=120)
+    prompts = loadtest.chat_prompts("workloads", 4)
+    levels = loadgen.run_load(server.base_url, server.model, prompts, [1, 2], 3, max_tokens=TOKENS, timeout=120)
     for level in levels:
         assert level.succeeded == 3 and level.failed == 0
         assert 0 < level.output_tokens <= 3 * TOKENS
@@ -269,12 +270,12 @@ def test_small_load_every_request_answered(server):
 @pytest.mark.server
 def test_watch_headless_samples_while_the_work_runs(server):
     """At most ``samples``; once the work is done, one last sample that sees all of it, then stop."""
-    prompts = load.chat_prompts("workloads", 2)
-    trace, levels = load.watch(
-        server, lambda: load.run_load(server.base_url, server.model, prompts, [2], 2, max_tokens=TOKENS),
+    prompts = loadtest.chat_prompts("workloads", 2)
+    trace, levels = livemetrics.watch(
+        server, lambda: loadgen.run_load(server.base_url, server.model, prompts, [2], 2, max_tokens=TOKENS),
         samples=50, interval=0.5)
     assert 2 <= len(trace.samples) < 50 and len(trace.series()["t"]) == len(trace.samples) - 1
     assert levels[0].succeeded == 2
     assert trace.samples[-1].generation_tokens - trace.samples[0].generation_tokens > 0  # the last one saw the load
-    idle, _ = load.watch(server, None, samples=3, interval=0.1)  # no work: exactly ``samples``
+    idle, _ = livemetrics.watch(server, None, samples=3, interval=0.1)  # no work: exactly ``samples``
     assert len(idle.samples) == 3

@@ -48,7 +48,7 @@ def test_qwen3_and_mimo_shapes():
     """Qwen3-8B with its 0.6B draft and EAGLE-3 head share a vocabulary; MiMo carries one MTP layer."""
     from transformers import AutoConfig
 
-    from speclab.configs import has_mtp_layers
+    from speclab.validation import has_mtp_layers
 
     q8, q06, head = (shapes.shape_config(n) for n in ("qwen3-8b", "qwen3-0.6b", "eagle3-qwen3-8b"))
     assert (q8["num_hidden_layers"], q8["hidden_size"], q8["intermediate_size"], q8["num_key_value_heads"]) == (36, 4096, 12288, 8)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from speclab import configs, synthetic
+from speclab import synthetic, validation
 from speclab.configs import ConfigError
 from speclab.model_refs import resolve_model
 from speclab.profiles import SpeclabError, cuda_available, get_profile
@@ -61,7 +61,7 @@ def test_cpu_refuses_with_one_line():
         synthetic.config("draft_model", 2, a=0.8)
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="GPU-only"):  # also a hand-written config, before any engine starts
-        configs.validate(synthetic.config("draft_model", 2, a=0.8, check=False), version=(0, 32, 0))
+        validation.validate(synthetic.config("draft_model", 2, a=0.8, check=False), version=(0, 32, 0))
 
 
 def test_vllm_config_takes_the_synthetic_settings(monkeypatch):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from speclab import configs, engine, model_refs, report, shapes, weights
+from speclab import configs, engine, model_refs, report, shapes, validation, weights
 from speclab.profiles import PROFILES, SpeclabError, get_profile
 
 
@@ -54,7 +54,7 @@ def test_random_weights_resolve_hub_ids_to_shapes(random_weights):
     assert model_refs.target_path("gpu-llama8b") == str(shapes.shape_dir("llama-3.1-8b"))
     config = engine.resolve_drafter(configs.for_profile("gpu-qwen3-8b", "eagle3", 3))
     assert config["model"] == str(shapes.shape_dir("eagle3-qwen3-8b"))
-    configs.validate(config, target=model_refs.target_path("gpu-qwen3-8b"))  # the head fits its target's width
+    validation.validate(config, target=model_refs.target_path("gpu-qwen3-8b"))  # the head fits its target's width
 
 
 def test_real_weights_leave_hub_ids_alone(monkeypatch):

@@ -12,18 +12,20 @@ import time
 
 import pytest
 
-from speclab import load
-from speclab.load import LevelResult, LoadComparison, LoadRun, MetricsSample, MetricsTrace, RequestResult
+from speclab import loadgen, loadtest
+from speclab.livemetrics import MetricsSample, MetricsTrace
+from speclab.loadgen import LevelResult, RequestResult
+from speclab.loadtest import LoadComparison, LoadRun
 from speclab.metrics import SpecCounters
 from speclab.profiles import SpeclabError
 from speclab.server import free_port
 
 
 def test_percentile_interpolates_like_numpy():
-    assert load.percentile([4.0, 1.0, 3.0, 2.0], 50) == pytest.approx(2.5)
-    assert load.percentile([1.0, 2.0, 3.0, 4.0], 95) == pytest.approx(3.85)  # 1 + 0.95 * 3 -> 3 + 0.85
-    assert load.percentile([7.0], 95) == 7.0
-    assert load.percentile([], 50) is None
+    assert loadgen.percentile([4.0, 1.0, 3.0, 2.0], 50) == pytest.approx(2.5)
+    assert loadgen.percentile([1.0, 2.0, 3.0, 4.0], 95) == pytest.approx(3.85)  # 1 + 0.95 * 3 -> 3 + 0.85
+    assert loadgen.percentile([7.0], 95) == 7.0
+    assert loadgen.percentile([], 50) is None
 
 
 def test_level_figures_by_hand():
@@ -44,18 +46,18 @@ def test_level_figures_by_hand():
 
 
 def test_requests_per_level_never_below_concurrency():
-    assert load.requests_for(1, 8) == 8
-    assert load.requests_for(64, 8) == 64
+    assert loadgen.requests_for(1, 8) == 8
+    assert loadgen.requests_for(64, 8) == 64
 
 
 def test_only_loopback_targets():
     with pytest.raises(SpeclabError, match="127.0.0.1"):
-        load.run_load("http://10.1.2.3:8000", "m", ["hi"], [1], 1)
+        loadgen.run_load("http://10.1.2.3:8000", "m", ["hi"], [1], 1)
 
 
 def test_connection_refused_every_request_is_an_error_and_counted():
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    [level] = load.run_load(url, "m", ["a", "b"], [3], 7, timeout=30)
+    [level] = loadgen.run_load(url, "m", ["a", "b"], [3], 7, timeout=30)
     # each refusal is reported at once, not after the 30 s timeout (a request's own clock, so a
     # loaded machine's stalls between requests do not count)
     assert max(r.latency for r in level.requests) < 10
@@ -94,7 +96,7 @@ def test_a_hanging_server_costs_one_timeout_per_request_not_a_hang():
     server = _SilentServer()
     try:
         started = time.perf_counter()
-        [level] = load.run_load(f"http://127.0.0.1:{server.port}", "m", ["x"], [2], 4, timeout=1.0)
+        [level] = loadgen.run_load(f"http://127.0.0.1:{server.port}", "m", ["x"], [2], 4, timeout=1.0)
         elapsed = time.perf_counter() - started
     finally:
         server.close()
@@ -108,7 +110,7 @@ def test_a_hanging_server_costs_one_timeout_per_request_not_a_hang():
 
 def test_run_sync_works_inside_a_running_event_loop():
     async def inner():
-        return load.run_sync(lambda: asyncio.sleep(0, result=42))  # as in a Jupyter cell
+        return loadgen.run_sync(lambda: asyncio.sleep(0, result=42))  # as in a Jupyter cell
 
     assert asyncio.run(inner()) == 42
 
@@ -149,11 +151,11 @@ def _speedups(*values):
 
 def test_batch_size_schedule_from_a_sweep():
     """k where a level paid, 0 where it lost; borders at the geometric middle of two levels (1|4 -> 2, 4|16 -> 8)."""
-    assert load.batch_size_schedule(_speedups(1.3, 1.1, 0.7), 3) == [[1, 8, 3], [9, 16, 0]]
-    assert load.batch_size_schedule(_speedups(1.3, 0.9, 1.2), 3) == [[1, 2, 3], [3, 8, 0], [9, 16, 3]]
-    assert load.batch_size_schedule(_speedups(1.3, 1.1, 1.05), 2) == [[1, 16, 2]]
-    assert load.batch_size_schedule(_speedups(0.8, 0.7, 1.6), 3) == [[1, 8, 0], [9, 16, 3]]  # a GPU's small model
-    assert load.batch_size_schedule(_speedups(0.8, 0.7, 0.6), 3) == [[1, 16, 0]]  # never paid: never draft
+    assert loadtest.batch_size_schedule(_speedups(1.3, 1.1, 0.7), 3) == [[1, 8, 3], [9, 16, 0]]
+    assert loadtest.batch_size_schedule(_speedups(1.3, 0.9, 1.2), 3) == [[1, 2, 3], [3, 8, 0], [9, 16, 3]]
+    assert loadtest.batch_size_schedule(_speedups(1.3, 1.1, 1.05), 2) == [[1, 16, 2]]
+    assert loadtest.batch_size_schedule(_speedups(0.8, 0.7, 1.6), 3) == [[1, 8, 0], [9, 16, 3]]  # a GPU's small model
+    assert loadtest.batch_size_schedule(_speedups(0.8, 0.7, 0.6), 3) == [[1, 16, 0]]  # never paid: never draft
 
 
 def test_metrics_trace_rates_between_samples():
@@ -172,6 +174,6 @@ def test_metrics_trace_rates_between_samples():
 
 
 def test_chat_prompts_are_message_lists():
-    prompts = load.chat_prompts("workloads", 4)
+    prompts = loadtest.chat_prompts("workloads", 4)
     assert len(prompts) == 4
     assert all(p[-1]["role"] == "user" and p[-1]["content"] for p in prompts)

