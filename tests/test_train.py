@@ -186,7 +186,7 @@ def test_unknown_method_is_refused():
 def test_ttt_attention_sees_only_its_own_earlier_steps():
     import torch
 
-    layer = train.Layer(drafters.target_config())
+    layer = train.LlamaLayer(drafters.target_config())
     torch.manual_seed(0)
     q = torch.randn(1, 9, 5, 64)
     k0, v0 = torch.randn(1, 9, 5, 64), torch.randn(1, 9, 5, 64)
