@@ -17,7 +17,7 @@ from ..errors import SpeclabError
 TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
 # What the shipped drafters learned from (vLLM on H200s, bf16): the target's answers to the hand-written
 # train prompts, to prompts it wrote itself, to prompts built around its own answers, and to documents it
-# wrote; data/drafters/README and docs/training-log.md describe the rows.
+# wrote; the README (drafters section) and docs/training-log.md describe the rows.
 SHIPPED_DATA = drafters.SHIPPED_DIR / "selfdistill_gpu.jsonl.gz"
 EVAL_K = 3  # draft tokens per step when a drafter is measured in vLLM
 
