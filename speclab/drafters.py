@@ -277,7 +277,7 @@ def read_weights(folder: str | Path) -> dict:
             for name, t in packed.items() if not name.endswith(".scale")}
 
 
-# ---------------------------------------------------------------- helpers shared with train.py
+# ---------------------------------------------------------------- helpers shared with speclab.train
 
 def target_config() -> dict:
     return json.loads((fetch_smollm2(quiet=True) / "config.json").read_text())
@@ -345,27 +345,36 @@ def _ones(n: int):
     return torch.ones(n, dtype=torch.bfloat16)
 
 
-def _layer(gen, prefix: str, h: int, inter: int, q: int, kv: int, qkv_in: int | None = None,
-           input_norm: bool = True) -> dict:
-    """Random tensors of one Llama decoder layer in Hugging Face names."""
-    qkv_in = qkv_in or h
-    t = {f"{prefix}.self_attn.q_proj.weight": _randn(gen, q, qkv_in),
-         f"{prefix}.self_attn.k_proj.weight": _randn(gen, kv, qkv_in),
-         f"{prefix}.self_attn.v_proj.weight": _randn(gen, kv, qkv_in),
-         f"{prefix}.self_attn.o_proj.weight": _randn(gen, h, q),
-         f"{prefix}.mlp.gate_proj.weight": _randn(gen, inter, h),
-         f"{prefix}.mlp.up_proj.weight": _randn(gen, inter, h),
-         f"{prefix}.mlp.down_proj.weight": _randn(gen, h, inter),
-         f"{prefix}.post_attention_layernorm.weight": _ones(h)}
-    if input_norm:
-        t[f"{prefix}.input_layernorm.weight"] = _ones(h)
-    return t
+# The tensors of one Llama decoder layer, in Hugging Face's (and vLLM's) names and in the order they are
+# made: the random builders here and the trained layers of speclab.train both follow it.
+LAYER_TENSORS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                 "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                 "post_attention_layernorm.weight", "input_layernorm.weight")
 
 
-def _dims(cfg: dict) -> tuple[int, int, int, int]:
+def layer_dims(cfg: dict) -> tuple[int, int, int, int]:
+    """Hidden size, MLP width, and the widths of all query heads and of all key/value heads."""
     h = cfg["hidden_size"]
     head_dim = cfg.get("head_dim") or h // cfg["num_attention_heads"]
     return h, cfg["intermediate_size"], cfg["num_attention_heads"] * head_dim, cfg["num_key_value_heads"] * head_dim
+
+
+def layer_shapes(cfg: dict, qkv_in: int | None = None, input_norm: bool = True) -> dict[str, tuple[int, ...]]:
+    """The shape of each tensor of one decoder layer (``LAYER_TENSORS`` order); ``qkv_in``: the width
+    the attention reads when it is not the hidden size (EAGLE-3 reads [embedding; feature])."""
+    h, inter, q, kv = layer_dims(cfg)
+    qkv_in = qkv_in or h
+    shapes = {"self_attn.q_proj.weight": (q, qkv_in), "self_attn.k_proj.weight": (kv, qkv_in),
+              "self_attn.v_proj.weight": (kv, qkv_in), "self_attn.o_proj.weight": (h, q),
+              "mlp.gate_proj.weight": (inter, h), "mlp.up_proj.weight": (inter, h), "mlp.down_proj.weight": (h, inter),
+              "post_attention_layernorm.weight": (h,), "input_layernorm.weight": (h,)}
+    return {n: shapes[n] for n in LAYER_TENSORS if input_norm or n != "input_layernorm.weight"}
+
+
+def _layer(gen, prefix: str, cfg: dict, qkv_in: int | None = None, input_norm: bool = True) -> dict:
+    """Random tensors of one Llama decoder layer in Hugging Face names."""
+    return {f"{prefix}.{n}": _randn(gen, *shape) if len(shape) == 2 else _ones(shape[0])
+            for n, shape in layer_shapes(cfg, qkv_in, input_norm).items()}
 
 
 def _generator():
@@ -378,10 +387,10 @@ def _generator():
 
 def build_random_draft_model(out: Path) -> None:
     cfg = llama_config(DRAFT_MODEL_LAYERS, tie_word_embeddings=True)
-    gen, (h, inter, q, kv) = _generator(), _dims(cfg)
+    gen, h = _generator(), cfg["hidden_size"]
     tensors = {}
     for i in range(DRAFT_MODEL_LAYERS):
-        tensors.update(_layer(gen, f"model.layers.{i}", h, inter, q, kv))
+        tensors.update(_layer(gen, f"model.layers.{i}", cfg))
     tensors["model.norm.weight"] = _ones(h)
     tensors[EMBED] = target_weights(EMBED)[EMBED]
     write_folder(out, cfg, tensors, random_card("draft_model", "random layers with the target's embedding: "
@@ -391,8 +400,8 @@ def build_random_draft_model(out: Path) -> None:
 
 def build_random_eagle(out: Path) -> None:
     cfg = llama_config(1)
-    gen, (h, inter, q, kv) = _generator(), _dims(cfg)
-    tensors = _layer(gen, "layers.0", h, inter, q, kv, input_norm=False)
+    gen, h = _generator(), cfg["hidden_size"]
+    tensors = _layer(gen, "layers.0", cfg, input_norm=False)
     tensors["fc.weight"] = _randn(gen, h, 2 * h)
     write_folder(out, cfg, tensors, random_card("eagle"))
 
@@ -406,8 +415,8 @@ def eagle3_config(draft_vocab_size: int | None = None) -> dict:
 
 def build_random_eagle3(out: Path) -> None:
     cfg = eagle3_config()
-    gen, (h, inter, q, kv) = _generator(), _dims(cfg)
-    tensors = _layer(gen, "midlayer", h, inter, q, kv, qkv_in=2 * h)
+    gen, h = _generator(), cfg["hidden_size"]
+    tensors = _layer(gen, "midlayer", cfg, qkv_in=2 * h)
     tensors["midlayer.hidden_norm.weight"] = _ones(h)
     tensors["norm.weight"] = _ones(h)
     tensors["fc.weight"] = _randn(gen, h, len(EAGLE3_AUX_LAYERS) * h)

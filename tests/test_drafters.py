@@ -172,14 +172,13 @@ def test_train_recipe_repeats_the_shipped_run(method):
     folder = drafters.shipped(method)
     whole, recipe = drafters.read_card(folder), train.recipe(method)
     card = whole["training"]
-    assert card["schedule_steps"] == recipe["steps"]
-    assert card["steps"] == (recipe["stop_after"] or recipe["steps"])
-    assert (card["batch_size"], card["lr"], card["draft_vocab"]) == \
-        (recipe["batch_size"], recipe["lr"], recipe["draft_vocab"])
-    assert card.get("hand_written_repeats", 1) == recipe["hand_written_repeats"]
-    assert whole["data"]["sequences"] == (recipe["num_sequences"] or len(train.load_data(recipe["data"])))
+    assert card["schedule_steps"] == recipe.steps
+    assert card["steps"] == (recipe.stop_after or recipe.steps)
+    assert (card["batch_size"], card["lr"], card["draft_vocab"]) == (recipe.batch_size, recipe.lr, recipe.draft_vocab)
+    assert card.get("hand_written_repeats", 1) == recipe.hand_written_repeats
+    assert whole["data"]["sequences"] == (recipe.num_sequences or len(train.load_data(recipe.data)))
     if method == "medusa":
-        assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == recipe["medusa_layers"]
+        assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == recipe.medusa_layers
 
 
 def test_eagle3_reads_the_aux_layers_from_its_config():

@@ -40,20 +40,44 @@ def test_ci_runs_the_readme_test_command():
     assert re.search(r"^make test$", ci, re.M)
 
 
-def _relative_imports(path: Path) -> set[str]:
-    """The speclab modules a module imports, at the top or inside a function."""
+PACKAGES = {d.name for d in (ROOT / "speclab").iterdir() if (d / "__init__.py").is_file()}  # e.g. train/
+
+
+def _map_name(parts: list[str]) -> str:
+    """speclab.train.loop.x -> "train.loop"; speclab.bench -> "bench"."""
+    return ".".join(parts[:2]) if parts[0] in PACKAGES and len(parts) > 1 else parts[0]
+
+
+def _relative_imports(path: Path, package: str = "") -> set[str]:
+    """The speclab modules a module imports, at the top or inside a function. ``package``: the
+    subpackage a module belongs to ("train" for speclab/train/), where ``.x`` means ``train.x``."""
     import ast
 
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+        if not isinstance(node, ast.ImportFrom) or node.level == 0:
+            continue
+        base = [package] if package and node.level == 1 else []
+        if node.module:
+            found.add(_map_name(base + node.module.split(".")))
+        else:
+            found |= {_map_name(base + [a.name]) for a in node.names}
     return found
 
 
+def speclab_modules() -> dict[str, tuple[Path, str]]:
+    """Every module of speclab by its map name (``bench``, ``train``, ``train.loop``...), with its package."""
+    modules = {p.stem: (p, "") for p in (ROOT / "speclab").glob("*.py") if p.stem not in ("__init__", "__main__")}
+    for name in PACKAGES:
+        modules[name] = (ROOT / "speclab" / name / "__init__.py", name)
+        modules.update({f"{name}.{p.stem}": (p, name) for p in (ROOT / "speclab" / name).glob("*.py")
+                        if p.stem not in ("__init__", "__main__")})
+    return modules
+
+
 def test_no_import_cycles_and_every_module_in_the_readme_map():
-    modules = {p.stem: p for p in (ROOT / "speclab").glob("*.py") if p.stem not in ("__init__", "__main__")}
-    graph = {name: _relative_imports(path) & set(modules) for name, path in modules.items()}
+    modules = speclab_modules()
+    graph = {name: _relative_imports(path, package) & set(modules) for name, (path, package) in modules.items()}
     done, on_path = set(), []
 
     def visit(name):  # depth-first: a module met again on the current path closes a cycle
@@ -69,5 +93,6 @@ def test_no_import_cycles_and_every_module_in_the_readme_map():
     for name in sorted(graph):
         visit(name)
     readme = (ROOT / "README.md").read_text()
-    mapped = {m for row in re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \|", readme, re.M) for m in re.findall(r"`([a-z_]+)`", row)}
+    mapped = {m for row in re.findall(r"^\| (`[a-z_.]+`(?:, `[a-z_.]+`)*) \|", readme, re.M)
+              for m in re.findall(r"`([a-z_.]+)`", row)}
     assert set(modules) - mapped == set(), "modules missing from the README's module map"

@@ -186,7 +186,7 @@ def test_unknown_method_is_refused():
 def test_ttt_attention_sees_only_its_own_earlier_steps():
     import torch
 
-    layer = train.Layer(drafters.target_config())
+    layer = train.LlamaLayer(drafters.target_config())
     torch.manual_seed(0)
     q = torch.randn(1, 9, 5, 64)
     k0, v0 = torch.randn(1, 9, 5, 64), torch.randn(1, 9, 5, 64)
@@ -213,3 +213,28 @@ def test_a_trained_eagle_head_loads_in_vllm_and_keeps_greedy_outputs(small_featu
                        enforce_eager=True)
     equality.check_runs(greedy_runs["baseline"], stats).require("a freshly trained EAGLE head")
     assert stats.counters.num_drafts > 0
+
+
+def test_ttt_steps_sets_how_many_draft_steps_an_eagle_head_learns(small_features, tmp_path):
+    one = train.train("eagle", tmp_path / "e", steps=2, batch_size=2, num_sequences=4, features=small_features,
+                      quiet=True, ttt_steps=1)
+    assert all(len(a) == 1 for a in one.accuracies)
+    assert "--ttt-steps 1" in json.loads((tmp_path / "e" / "card.json").read_text())["training"]["command"]
+    default = train.train("eagle", None, steps=2, batch_size=2, features=small_features, quiet=True)
+    assert all(len(a) == train.recipe("eagle").ttt_steps for a in default.accuracies)
+    with pytest.raises(train.SpeclabError, match="eagle and eagle3 only"):
+        train.train("medusa", None, steps=1, features=small_features, ttt_steps=2)
+
+
+@pytest.mark.parametrize("method", train.TRAIN_METHODS)
+def test_the_command_line_reads_its_defaults_from_the_recipe(method):
+    from speclab.train.__main__ import parser
+
+    recipe = train.recipe(method)
+    args = parser().parse_args(recipe.command().split()[3:])  # after "python -m speclab.train"
+    assert (args.method, args.steps, args.lr, args.batch_size, args.val_fraction) == \
+        (method, recipe.steps, recipe.lr, recipe.batch_size, recipe.val_fraction)
+    assert (args.num_sequences, args.draft_vocab, args.medusa_layers) == \
+        (recipe.num_sequences, recipe.draft_vocab, recipe.medusa_layers)
+    bare = parser().parse_args(["--method", method])  # left out: None, which train() reads as the recipe's
+    assert None is bare.steps is bare.lr is bare.batch_size is bare.val_fraction is bare.ttt_steps

@@ -1,0 +1,44 @@
+"""Acceptance of trained drafters, measured with vLLM on held-out prompts (greedy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import bench, configs, drafters
+from ..envcheck import device_name
+from ..atomic import write_json
+from .recipes import EVAL_K
+
+
+def evaluate(folders: dict, *, k: int = EVAL_K, prompts: str = "heldout", num_prompts: int | None = None,
+             output_len: int = 128, enforce_eager: bool = False, write_card: bool = True, log=None,
+             profile: str = "cpu-tiny") -> dict:
+    """Acceptance with vLLM for ``{name: folder}``: one baseline, then each drafter (greedy).
+
+    The method is the card's (or the name, for a folder without one). Writes the measurement
+    into each folder's card.json (``acceptance``) and returns them by name.
+    """
+    records, inputs = bench.prompt_inputs(profile, prompts, num_prompts=num_prompts)
+    methods = {name: drafters.read_card(f).get("method", name) for name, f in folders.items()}
+    cfgs = [configs.build(methods[n], k=k, model=str(drafters.loadable(methods[n], f))) for n, f in folders.items()]
+    results = bench.sweep(profile, cfgs, inputs, bench.greedy(output_len), dataset=f"data/prompts/{prompts}.jsonl",
+                          enforce_eager=enforce_eager, log=log)
+    out = {}
+    for (name, folder), result in zip(folders.items(), results):
+        s, b = result.speculative, result.baseline
+        out[name] = {
+            "method": methods[name], "k": k, "prompt_set": f"data/prompts/{prompts}.jsonl", "num_prompts": len(records),
+            "output_len": output_len, "temperature": 0, "enforce_eager": enforce_eager,
+            "acceptance_length": round(s.counters.acceptance_length, 4),
+            "draft_acceptance_rate": round(s.counters.draft_acceptance_rate, 4),
+            "per_position_rates": [round(r, 4) for r in s.counters.per_position_rates],
+            "tokens_per_s": round(s.output_tokens_per_s, 2), "baseline_tokens_per_s": round(b.output_tokens_per_s, 2),
+            "speedup": round(result.speedup, 3), "outputs_identical": result.outputs_identical,
+            "greedy_ok": result.greedy_check.ok,
+            "device": device_name(),
+        }
+        if write_card:
+            card = drafters.read_card(folder)
+            card["acceptance"] = out[name]
+            write_json(Path(folder) / drafters.CARD, card)
+    return out
