@@ -6,12 +6,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from speclab import drafters, train, validation
+from speclab import drafter_layouts, drafter_packing, drafters, random_drafters, train, validation
 from speclab.profiles import PROFILES, SpeclabError
 
 
 def tensor_names(folder):
-    with safe_open(str(folder / drafters.WEIGHTS), framework="pt") as f:
+    with safe_open(str(folder / drafter_layouts.WEIGHTS), framework="pt") as f:
         return set(f.keys())
 
 
@@ -21,8 +21,8 @@ def test_every_cpu_profile_drafter_is_provided():
     assert names == set(drafters.NAMES)
     for name in names:
         folder = drafters.provide(name)
-        assert (folder / "config.json").is_file() and (folder / drafters.WEIGHTS).is_file()
-        card = drafters.read_card(folder)
+        assert (folder / "config.json").is_file() and (folder / drafter_layouts.WEIGHTS).is_file()
+        card = drafter_layouts.read_card(folder)
         assert card["method"] == drafters.NAMES[name]
         assert isinstance(card["trained"], bool)
 
@@ -48,11 +48,11 @@ def test_eagle3_draft_vocabulary_maps_onto_the_targets_rows():
     cfg = json.loads((folder / "config.json").read_text())
     if cfg["draft_vocab_size"] == cfg["vocab_size"]:
         pytest.skip("this eagle3 head shares the target's full lm_head")
-    tensors = load_file(str(folder / drafters.WEIGHTS))
+    tensors = load_file(str(folder / drafter_layouts.WEIGHTS))
     ids = torch.arange(cfg["draft_vocab_size"]) + tensors["d2t"]
     assert tensors["lm_head.weight"].shape == (cfg["draft_vocab_size"], cfg["hidden_size"])
     assert bool((ids[1:] > ids[:-1]).all()) and 0 <= int(ids[0]) and int(ids[-1]) < cfg["vocab_size"]
-    embed = drafters.target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
+    embed = drafter_layouts.target_weights("model.embed_tokens.weight")["model.embed_tokens.weight"]
     assert torch.equal(tensors["lm_head.weight"], embed[ids])  # the target's (tied) rows, frozen in training
 
 
@@ -87,7 +87,7 @@ def test_shipped_drafters_are_trained_packed_and_measured(method):
 
     folder = drafters.shipped(method)
     assert folder is not None, f"no trained {method} in data/drafters/{method}/"
-    stored = drafters.WEIGHTS if method in drafters.KEEP_BF16 else drafters.PACKED
+    stored = drafter_layouts.WEIGHTS if method in drafter_packing.KEEP_BF16 else drafter_packing.PACKED
     assert sorted(f.name for f in folder.iterdir()) == ["card.json", "config.json", stored]
     packed = folder / stored
     assert packed.stat().st_size < 10e6
@@ -95,14 +95,14 @@ def test_shipped_drafters_are_trained_packed_and_measured(method):
     for name, t in tensors.items():  # int8 matrices with a float32 scale per row; norms bf16; d2t int64
         if name.endswith(".scale"):
             assert t.dtype == torch.float32 and tensors[name.removesuffix(".scale")].shape[0] == t.shape[0]
-        elif t.dim() == 2 and method not in drafters.KEEP_BF16:
+        elif t.dim() == 2 and method not in drafter_packing.KEEP_BF16:
             assert t.dtype == torch.int8 and f"{name}.scale" in tensors
         else:
             assert t.dtype in (torch.bfloat16, torch.int64), (name, t.dtype)
     assert not {"model.embed_tokens.weight", "lm_head.weight", "lm_heads.0.weight"} & set(tensors)  # the target's
-    card = drafters.read_card(folder)
+    card = drafter_layouts.read_card(folder)
     assert card["trained"] is True and card["method"] == method
-    assert ("bf16 as trained" if method in drafters.KEEP_BF16 else "int8") in card["storage"]
+    assert ("bf16 as trained" if method in drafter_packing.KEEP_BF16 else "int8") in card["storage"]
     measured = card["acceptance"]
     assert measured["k"] == 3 and measured["prompt_set"] == "data/prompts/heldout.jsonl" and measured["temperature"] == 0
     assert measured["outputs_identical"] is True
@@ -110,7 +110,7 @@ def test_shipped_drafters_are_trained_packed_and_measured(method):
     # what vLLM gets: a bf16 model.safetensors with every tensor it reads
     vllm_folder = drafters.loadable(method, folder)
     cfg = json.loads((vllm_folder / "config.json").read_text())
-    weights = load_file(str(vllm_folder / drafters.WEIGHTS))
+    weights = load_file(str(vllm_folder / drafter_layouts.WEIGHTS))
     assert set(weights) == vllm_tensor_names(method, cfg)
     assert {t.dtype for t in weights.values() if t.is_floating_point()} == {torch.bfloat16}
 
@@ -124,11 +124,11 @@ def random_eagle3_folder(folder, seed=0):
     w = torch.randn(48, 40, generator=gen) * torch.logspace(-4, 0, 48)[:, None]
     w[7] = 0
     ids = torch.sort(torch.randperm(49152, generator=gen)[:16]).values
-    embed = drafters.target_weights(drafters.EMBED)[drafters.EMBED]
+    embed = drafter_layouts.target_weights(drafter_layouts.EMBED)[drafter_layouts.EMBED]
     tensors = {"fc.weight": w.to(torch.bfloat16), "norm.weight": torch.rand(40, generator=gen).to(torch.bfloat16),
                "d2t": ids - torch.arange(16), "lm_head.weight": embed[ids]}
     folder.mkdir(parents=True)
-    save_file(tensors, str(folder / drafters.WEIGHTS))
+    save_file(tensors, str(folder / drafter_layouts.WEIGHTS))
     (folder / "config.json").write_text(json.dumps({"draft_vocab_size": 16}))
     (folder / "card.json").write_text(json.dumps({"method": "eagle3", "trained": True}))
     return tensors
@@ -138,11 +138,11 @@ def test_pack_then_loadable_gives_the_weights_back_within_int8_rounding(tmp_path
     from safetensors.torch import load_file
 
     original = random_eagle3_folder(tmp_path / "bf16")
-    drafters.pack(tmp_path / "bf16", tmp_path / "packed")
-    packed = load_file(str(tmp_path / "packed" / drafters.PACKED))
+    drafter_packing.pack(tmp_path / "bf16", tmp_path / "packed")
+    packed = load_file(str(tmp_path / "packed" / drafter_packing.PACKED))
     assert set(packed) == {"fc.weight", "fc.weight.scale", "norm.weight", "d2t"}  # lm_head: the target's rows
-    assert "d2t" in drafters.read_card(tmp_path / "packed")["storage"]
-    back = load_file(str(drafters.loadable("eagle3", tmp_path / "packed") / drafters.WEIGHTS))
+    assert "d2t" in drafter_layouts.read_card(tmp_path / "packed")["storage"]
+    back = load_file(str(drafters.loadable("eagle3", tmp_path / "packed") / drafter_layouts.WEIGHTS))
     assert set(back) == set(original)
     w, deq = original["fc.weight"].float(), back["fc.weight"].float()
     rowmax = w.abs().amax(dim=1, keepdim=True)
@@ -158,19 +158,19 @@ def test_an_assembled_folder_is_rebuilt_when_its_source_changes(tmp_path):
 
     random_eagle3_folder(tmp_path / "a", seed=0)
     b = random_eagle3_folder(tmp_path / "b", seed=1)
-    drafters.pack(tmp_path / "a", tmp_path / "packed")
+    drafter_packing.pack(tmp_path / "a", tmp_path / "packed")
     first = drafters.loadable("eagle3", tmp_path / "packed")
     assert drafters.loadable("eagle3", tmp_path / "packed") == first  # reused while nothing changed
-    drafters.pack(tmp_path / "b", tmp_path / "packed")  # the same card and file size, other weights
+    drafter_packing.pack(tmp_path / "b", tmp_path / "packed")  # the same card and file size, other weights
     again = drafters.loadable("eagle3", tmp_path / "packed")
-    assert torch.equal(load_file(str(again / drafters.WEIGHTS))["d2t"], b["d2t"])
+    assert torch.equal(load_file(str(again / drafter_layouts.WEIGHTS))["d2t"], b["d2t"])
 
 
 @pytest.mark.parametrize("method", train.TRAIN_METHODS)
 def test_train_recipe_repeats_the_shipped_run(method):
     # `python -m speclab.train --method m` must make what ships: the card and train.recipe() agree
     folder = drafters.shipped(method)
-    whole, recipe = drafters.read_card(folder), train.recipe(method)
+    whole, recipe = drafter_layouts.read_card(folder), train.recipe(method)
     card = whole["training"]
     assert card["schedule_steps"] == recipe.steps
     assert card["steps"] == (recipe.stop_after or recipe.steps)
@@ -183,8 +183,8 @@ def test_train_recipe_repeats_the_shipped_run(method):
 
 def test_eagle3_reads_the_aux_layers_from_its_config():
     cfg = json.loads((drafters.provide("drafter-eagle3") / "config.json").read_text())
-    assert cfg["eagle_aux_hidden_state_layer_ids"] == drafters.eagle3_aux_layers() == [2, 15, 27]
-    with safe_open(str(drafters.provide("drafter-eagle3") / drafters.WEIGHTS), framework="pt") as f:
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == drafter_layouts.eagle3_aux_layers() == [2, 15, 27]
+    with safe_open(str(drafters.provide("drafter-eagle3") / drafter_layouts.WEIGHTS), framework="pt") as f:
         assert list(f.get_slice("fc.weight").get_shape()) == [576, 3 * 576]
 
 
@@ -203,13 +203,13 @@ def test_shipped_heads_without_the_target_matrix_get_it_back(tmp_path):
     src = drafters.provide("drafter-medusa")
     small = tmp_path / "medusa"
     small.mkdir()
-    tensors = {k: v for k, v in load_file(str(src / drafters.WEIGHTS)).items() if not k.startswith("lm_heads")}
-    save_file(tensors, str(small / drafters.WEIGHTS))
+    tensors = {k: v for k, v in load_file(str(src / drafter_layouts.WEIGHTS)).items() if not k.startswith("lm_heads")}
+    save_file(tensors, str(small / drafter_layouts.WEIGHTS))
     (small / "config.json").write_text((src / "config.json").read_text())
     (small / "card.json").write_text(json.dumps({"method": "medusa", "trained": True}))
     folder = drafters.loadable("medusa", small)
     assert folder != small and "lm_heads.0.weight" in tensor_names(folder)
-    assert drafters.read_card(folder) == {"method": "medusa", "trained": True}
+    assert drafter_layouts.read_card(folder) == {"method": "medusa", "trained": True}
 
 
 def test_tiny_mtp_is_a_target_with_mtp_layers_and_random_weights():
@@ -217,7 +217,7 @@ def test_tiny_mtp_is_a_target_with_mtp_layers_and_random_weights():
     cfg = json.loads((folder / "config.json").read_text())
     assert validation.has_mtp_layers(cfg) and cfg["model_type"] == "deepseek_v3"
     assert cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"] == 576  # an MLA head size the CPU backend runs
-    assert drafters.read_card(folder)["trained"] is False
+    assert drafter_layouts.read_card(folder)["trained"] is False
     assert (folder / "tokenizer.json").is_file()
     n = cfg["num_hidden_layers"]
     assert f"model.layers.{n}.eh_proj.weight" in tensor_names(folder)
@@ -225,9 +225,9 @@ def test_tiny_mtp_is_a_target_with_mtp_layers_and_random_weights():
 
 def test_random_drafters_are_deterministic(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    drafters.build_random_eagle(a)
-    drafters.build_random_eagle(b)
-    assert (a / drafters.WEIGHTS).read_bytes() == (b / drafters.WEIGHTS).read_bytes()
+    random_drafters.build_random_eagle(a)
+    random_drafters.build_random_eagle(b)
+    assert (a / drafter_layouts.WEIGHTS).read_bytes() == (b / drafter_layouts.WEIGHTS).read_bytes()
 
 
 @pytest.mark.engine
@@ -237,7 +237,7 @@ def test_every_shipped_drafter_in_vllm_reaches_its_cards_acceptance(target_dir):
     folders = {method: drafters.SHIPPED_DIR / method for method in SHIPPED_FLOOR}
     measured = train.evaluate(folders, output_len=64, enforce_eager=True, write_card=False)
     for method, got in measured.items():
-        card = drafters.read_card(folders[method])["acceptance"]
+        card = drafter_layouts.read_card(folders[method])["acceptance"]
         assert (card["num_prompts"], card["output_len"], card["k"]) == (got["num_prompts"], 64, 3)
         assert got["acceptance_length"] == pytest.approx(card["acceptance_length"], abs=0.1), method
         assert got["greedy_ok"], method

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from speclab import configs, drafters, equality, train
+from speclab import configs, drafter_layouts, drafter_packing, drafters, equality, train
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +47,9 @@ def test_labels_are_the_targets_own_greedy_choices(small_features):
 def test_eagle3_features_skip_the_last_hidden_state():
     rows = train.load_data(num_sequences=1)
     (seq,) = train.features_for("eagle3", rows, max_len=64)
-    assert seq.final is None and seq.aux.shape == (64, 3 * drafters.target_config()["hidden_size"])
+    assert seq.final is None and seq.aux.shape == (64, 3 * drafter_layouts.target_config()["hidden_size"])
     (seq,) = train.features_for("eagle", rows, max_len=64)
-    assert seq.aux is None and seq.final.shape == (64, drafters.target_config()["hidden_size"])
+    assert seq.aux is None and seq.final.shape == (64, drafter_layouts.target_config()["hidden_size"])
 
 
 @pytest.mark.engine
@@ -143,7 +143,7 @@ def test_medusa_heads_with_several_blocks_save_each_block_where_vllm_reads_it(sm
     train.train("medusa", tmp_path / "m", steps=2, batch_size=2, num_sequences=4, features=small_features,
                 quiet=True, medusa_layers=2)
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
-    assert (cfg["num_heads"], cfg["num_hidden_layers"]) == (drafters.MEDUSA_HEADS, 2)
+    assert (cfg["num_heads"], cfg["num_hidden_layers"]) == (drafter_layouts.MEDUSA_HEADS, 2)
     keys = set(load_file(tmp_path / "m" / "model.safetensors"))
     assert keys == {f"blocks.{m}.layers.{j}.weight" for m in range(cfg["num_heads"]) for j in range(2)}
     assert "--medusa-layers 2" in json.loads((tmp_path / "m" / "card.json").read_text())["training"]["command"]
@@ -154,10 +154,10 @@ def test_a_drafter_trained_into_the_shipped_folder_is_stored_packed(small_featur
     for out in (tmp_path / "shipped" / "medusa", tmp_path / "elsewhere"):
         train.train("medusa", out, steps=2, batch_size=2, num_sequences=4, features=small_features, quiet=True)
     shipped = tmp_path / "shipped" / "medusa"
-    assert sorted(f.name for f in shipped.iterdir()) == ["card.json", "config.json", drafters.PACKED]
-    assert "int8" in drafters.read_card(shipped)["storage"]
-    assert (drafters.loadable("medusa", shipped) / drafters.WEIGHTS).is_file()
-    assert sorted(f.name for f in (tmp_path / "elsewhere").iterdir()) == ["card.json", "config.json", drafters.WEIGHTS]
+    assert sorted(f.name for f in shipped.iterdir()) == ["card.json", "config.json", drafter_packing.PACKED]
+    assert "int8" in drafter_layouts.read_card(shipped)["storage"]
+    assert (drafters.loadable("medusa", shipped) / drafter_layouts.WEIGHTS).is_file()
+    assert sorted(f.name for f in (tmp_path / "elsewhere").iterdir()) == ["card.json", "config.json", drafter_layouts.WEIGHTS]
 
 
 def test_hand_written_prompts_are_told_apart_and_repeated_on_request(small_features, tmp_path):
@@ -186,7 +186,7 @@ def test_unknown_method_is_refused():
 def test_ttt_attention_sees_only_its_own_earlier_steps():
     import torch
 
-    layer = train.LlamaLayer(drafters.target_config())
+    layer = train.LlamaLayer(drafter_layouts.target_config())
     torch.manual_seed(0)
     q = torch.randn(1, 9, 5, 64)
     k0, v0 = torch.randn(1, 9, 5, 64), torch.randn(1, 9, 5, 64)

@@ -11,7 +11,7 @@ Three steps, each a module:
    prompt + answer gives the hidden states the heads read and the label at every place.
 3. :mod:`~speclab.train.loop` (``train``): fits one drafter from :mod:`~speclab.train.heads`
    (``draft_model``, ``eagle``, ``eagle3``, ``medusa``, built of :mod:`~speclab.train.layers`) and
-   saves it in the layout vLLM loads (see :mod:`speclab.drafters`), with a ``card.json``.
+   saves it in the layout vLLM loads (see :mod:`speclab.drafter_layouts`), with a ``card.json``.
 
 :mod:`~speclab.train.recipes` holds how each shipped drafter was trained (``recipe``), and
 :mod:`~speclab.train.evaluate` measures acceptance with vLLM. ``python -m speclab.train --method

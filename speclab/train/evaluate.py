@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import bench, configs, drafters
+from .. import bench, configs, drafter_layouts, drafters
 from ..envcheck import device_name
 from ..atomic import write_json
 from .recipes import EVAL_K
@@ -19,7 +19,7 @@ def evaluate(folders: dict, *, k: int = EVAL_K, prompts: str = "heldout", num_pr
     into each folder's card.json (``acceptance``) and returns them by name.
     """
     records, inputs = bench.prompt_inputs(profile, prompts, num_prompts=num_prompts)
-    methods = {name: drafters.read_card(f).get("method", name) for name, f in folders.items()}
+    methods = {name: drafter_layouts.read_card(f).get("method", name) for name, f in folders.items()}
     cfgs = [configs.build(methods[n], k=k, model=str(drafters.loadable(methods[n], f))) for n, f in folders.items()]
     results = bench.sweep(profile, cfgs, inputs, bench.greedy(output_len), dataset=f"data/prompts/{prompts}.jsonl",
                           enforce_eager=enforce_eager, log=log)
@@ -38,7 +38,7 @@ def evaluate(folders: dict, *, k: int = EVAL_K, prompts: str = "heldout", num_pr
             "device": device_name(),
         }
         if write_card:
-            card = drafters.read_card(folder)
+            card = drafter_layouts.read_card(folder)
             card["acceptance"] = out[name]
-            write_json(Path(folder) / drafters.CARD, card)
+            write_json(Path(folder) / drafter_layouts.CARD, card)
     return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import drafters
+from .. import drafter_layouts
 from ..models import fetch_smollm2
 
 MAX_LEN = 640  # prompt + answer tokens kept per row
@@ -43,11 +43,11 @@ def features_for(method: str, rows: list[dict], model=None, **kw) -> list[Featur
     own output feeds its next step), the others the last hidden state; this keeps the full data's
     features within a 24 GB machine (about 13.6 GB for EAGLE-3, 4.5 GB for the others)."""
     eagle3 = method == "eagle3"
-    return target_features(rows, model, aux_layers=drafters.EAGLE3_AUX_LAYERS if eagle3 else (),
+    return target_features(rows, model, aux_layers=drafter_layouts.EAGLE3_AUX_LAYERS if eagle3 else (),
                            keep_final=not eagle3, **kw)
 
 
-def target_features(rows: list[dict], model=None, aux_layers=drafters.EAGLE3_AUX_LAYERS,
+def target_features(rows: list[dict], model=None, aux_layers=drafter_layouts.EAGLE3_AUX_LAYERS,
                     max_len: int = MAX_LEN, batch_size: int = 16, keep_final: bool = True,
                     device: str = "cpu") -> list[Features]:
     """Run the target over each prompt + answer; keep the hidden states the drafters read and the

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import drafters
+from .. import drafter_layouts
 from ..errors import SpeclabError
 from .features import Features, vocab_subset
 from .layers import LlamaLayer, linear, norm_weight, rms_norm
@@ -90,7 +90,7 @@ class EagleHead(Head):
         return ttt_loss(self, batch, self.ttt_steps)
 
     def config(self):
-        return drafters.llama_config(1)
+        return drafter_layouts.llama_config(1)
 
 
 class Eagle3Head(Head):
@@ -107,7 +107,7 @@ class Eagle3Head(Head):
             subset = torch.sort(subset[:draft_vocab]).values  # ascending: draft id i -> target id subset[i]
         super().__init__(embed, subset)
         self.draft_vocab, self.ttt_steps = draft_vocab, ttt_steps
-        h, n = cfg["hidden_size"], len(drafters.EAGLE3_AUX_LAYERS)
+        h, n = cfg["hidden_size"], len(drafter_layouts.EAGLE3_AUX_LAYERS)
         self.eps = cfg["rms_norm_eps"]
         midlayer = LlamaLayer(cfg, qkv_in=2 * h, input_norm=True)
         midlayer.hidden_norm = nn.Module()
@@ -143,7 +143,7 @@ class Eagle3Head(Head):
         return t
 
     def config(self):
-        return drafters.eagle3_config(draft_vocab_size=len(self.subset) if self.draft_vocab else None)
+        return drafter_layouts.eagle3_config(draft_vocab_size=len(self.subset) if self.draft_vocab else None)
 
 
 def ttt_loss(head, batch, steps: int):
@@ -182,7 +182,7 @@ class MedusaHeads(Head):
 
     method = "medusa"
 
-    def __init__(self, cfg, embed, subset, num_heads: int = drafters.MEDUSA_HEADS, num_layers: int = 1):
+    def __init__(self, cfg, embed, subset, num_heads: int = drafter_layouts.MEDUSA_HEADS, num_layers: int = 1):
         super().__init__(embed, subset)
         h = cfg["hidden_size"]
         self.blocks = nn.ModuleList()
@@ -214,7 +214,7 @@ class MedusaHeads(Head):
     # export: the lm_head is the target's; drafters.loadable() adds it back when vLLM needs the folder
 
     def config(self):
-        return drafters.medusa_config(len(self.blocks), len(self.blocks[0].layers))
+        return drafter_layouts.medusa_config(len(self.blocks), len(self.blocks[0].layers))
 
 
 class DraftModel(Head):
@@ -225,7 +225,7 @@ class DraftModel(Head):
     def __init__(self, cfg, embed, subset, init: dict | None = None):
         super().__init__(embed, subset)
         self.eps = cfg["rms_norm_eps"]
-        layers = nn.ModuleList([LlamaLayer(cfg, input_norm=True) for _ in range(drafters.DRAFT_MODEL_LAYERS)])
+        layers = nn.ModuleList([LlamaLayer(cfg, input_norm=True) for _ in range(drafter_layouts.DRAFT_MODEL_LAYERS)])
         self.model = nn.Module()
         self.model.norm = nn.Module()  # registered before the layers: the order training has always used
         self.model.norm.weight = norm_weight(cfg["hidden_size"])
@@ -250,7 +250,7 @@ class DraftModel(Head):
         return loss, [float(acc)]
 
     def config(self):
-        return drafters.llama_config(drafters.DRAFT_MODEL_LAYERS)
+        return drafter_layouts.llama_config(drafter_layouts.DRAFT_MODEL_LAYERS)
 
 
 def build_drafter(method: str, seqs: list[Features], device: str = "cpu", draft_vocab: int | None = None,
@@ -260,11 +260,11 @@ def build_drafter(method: str, seqs: list[Features], device: str = "cpu", draft_
         raise SpeclabError(f"cannot train method {method!r}: choose one of {', '.join(TRAIN_METHODS)}")
     names = ["model.embed_tokens.weight"]
     if method == "draft_model":
-        names += [f"model.layers.{i}.{n}" for i in DRAFT_INIT_LAYERS for n in drafters.LAYER_TENSORS]
+        names += [f"model.layers.{i}.{n}" for i in DRAFT_INIT_LAYERS for n in drafter_layouts.LAYER_TENSORS]
         names.append("model.norm.weight")
-    tensors = drafters.target_weights(*names)
+    tensors = drafter_layouts.target_weights(*names)
     embed = tensors["model.embed_tokens.weight"].float()
-    cfg = drafters.target_config()
+    cfg = drafter_layouts.target_config()
     subset = vocab_subset(seqs)
     ttt_steps = ttt_steps or recipe(method).ttt_steps
     if method == "medusa":

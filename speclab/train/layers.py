@@ -1,7 +1,7 @@
 """The pieces of a Llama decoder layer, in plain torch: RMS norm, rotary embedding, and the layer.
 
 Its parameters carry Hugging Face's names (``self_attn.q_proj.weight``...; the list is
-``drafters.LAYER_TENSORS``), so a layer's ``state_dict`` is what vLLM loads.
+``drafter_layouts.LAYER_TENSORS``), so a layer's ``state_dict`` is what vLLM loads.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import drafters
+from .. import drafter_layouts
 
 
 def rms_norm(x, weight, eps: float = 1e-5):
@@ -54,11 +54,11 @@ def norm_weight(h: int) -> nn.Parameter:
 class LlamaLayer(nn.Module):
     """One Llama decoder layer. ``qkv_in``: the width the attention reads, when it is not the hidden
     size (EAGLE-3 reads [embedding; feature]); ``input_norm``: whether the layer norms its input
-    (EAGLE's layer does not). Parameters are made in ``drafters.LAYER_TENSORS`` order."""
+    (EAGLE's layer does not). Parameters are made in ``drafter_layouts.LAYER_TENSORS`` order."""
 
     def __init__(self, cfg: dict, qkv_in: int | None = None, input_norm: bool = False):
         super().__init__()
-        shapes = drafters.layer_shapes(cfg, qkv_in, input_norm)
+        shapes = drafter_layouts.layer_shapes(cfg, qkv_in, input_norm)
         self.heads, self.kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
         self.head_dim = shapes["self_attn.q_proj.weight"][0] // self.heads
         self.theta, self.eps = rope_theta(cfg), cfg["rms_norm_eps"]

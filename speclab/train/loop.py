@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .. import drafters
+from .. import drafter_layouts, drafter_packing, drafters
 from ..errors import SpeclabError
 from ..models import atomic_folder
 from .data import DATA_FILE, is_hand_written, load_data
@@ -194,7 +194,7 @@ def save(model: Head, out: Path, result: TrainResult, rows: list[dict], feature_
     """Weights in bf16 (the dtype the CPU profile runs), config.json, and a card without acceptance yet.
 
     A drafter saved into ``data/drafters/<method>`` is then stored packed, as the repository ships
-    it (``drafters.pack``; ``drafters.loadable`` assembles it for vLLM); anywhere else it stays bf16.
+    it (``drafter_packing.pack``; ``drafters.loadable`` assembles it for vLLM); anywhere else it stays bf16.
     ``used`` holds the settings of the run; the card's command repeats it.
     """
     tensors = {k: (v.cpu().to(torch.bfloat16) if v.is_floating_point() else v.cpu()) for k, v in model.export().items()}
@@ -233,8 +233,8 @@ def save(model: Head, out: Path, result: TrainResult, rows: list[dict], feature_
         "acceptance": None,
     }
     with atomic_folder(out) as scratch:
-        drafters.write_folder(scratch, model.config(), tensors, card)
+        drafter_layouts.write_folder(scratch, model.config(), tensors, card)
     (out / ".complete").unlink(missing_ok=True)  # a shipped folder needs no cache marker
     if Path(out).resolve().parent == drafters.SHIPPED_DIR.resolve():
-        drafters.pack(out, out)
+        drafter_packing.pack(out, out)
     return out
