@@ -190,7 +190,8 @@ class BenchResult:
                   f"({s.output_tokens} tokens in {s.elapsed_s:.2f} s)"]
         if self.baseline is not None:
             b = self.baseline
-            lines += [f"baseline: {b.output_tokens_per_s:.1f} output tok/s ({b.output_tokens} tokens in {b.elapsed_s:.2f} s)",
+            lines += [f"baseline: {b.output_tokens_per_s:.1f} output tok/s ({b.output_tokens} tokens in "
+                      f"{b.elapsed_s:.2f} s)",
                       f"speedup: {self.speedup:.2f}x",
                       f"greedy outputs: {self.greedy_check.describe()}" if self.greedy_check
                       else "outputs not compared (temperature > 0: sampled outputs differ by design)"]
@@ -338,7 +339,8 @@ def by_category(profile: str | Profile | None, runs: dict[str, dict | None], pro
     groups: dict[str, list] = {}
     for p, inp in zip(prompts, inputs):
         groups.setdefault(p.category, []).append(inp)
-    return grid(profile, runs, {cat: (inp, sampling_params) for cat, inp in groups.items()}, log=log, **engine_overrides)
+    return grid(profile, runs, {cat: (inp, sampling_params) for cat, inp in groups.items()}, log=log,
+                **engine_overrides)
 
 
 def greedy_checks(results: dict[str, dict[str, RunStats]], label: str,
@@ -350,5 +352,6 @@ def greedy_checks(results: dict[str, dict[str, RunStats]], label: str,
 def speedups(results: dict[str, dict[str, RunStats]], baseline: str = "baseline") -> dict[str, dict[str, float]]:
     """result[label][category] -> speedup against the baseline's same category."""
     base = results[baseline]
-    return {label: {cat: metrics.speedup(r.output_tokens_per_s, base[cat].output_tokens_per_s) for cat, r in cats.items()}
+    return {label: {cat: metrics.speedup(r.output_tokens_per_s, base[cat].output_tokens_per_s)
+                    for cat, r in cats.items()}
             for label, cats in results.items() if label != baseline}

@@ -1,8 +1,8 @@
 """speclab: provision models, check the environment, benchmark, migrate old flags, run the lessons, serve.
 
 ``speclab bench`` takes every flag of vLLM's offline speculative-decoding benchmark script
-(vLLM's offline speculative-decoding example) with the same meaning and default, prints the same report, and adds a baseline
-run, the speedup and a JSON record. This module is the argument parser; the checks are
+(vLLM's offline speculative-decoding example) with the same meaning and default, prints the same report, and adds a
+baseline run, the speedup and a JSON record. This module is the argument parser; the checks are
 ``speclab.gate`` and the commands ``speclab.commands``.
 """
 
@@ -28,7 +28,8 @@ class _Parser(argparse.ArgumentParser):
 
 def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test", action="store_true", help="check acceptance length against the reference values")
-    p.add_argument("--method", default="eagle", choices=["ngram", "eagle", "eagle3", "mtp", "draft_model", "medusa", "suffix"])
+    p.add_argument("--method", default="eagle",
+                   choices=["ngram", "eagle", "eagle3", "mtp", "draft_model", "medusa", "suffix"])
     p.add_argument("--backend", default="openai", choices=["openai", "openai-chat"])
     p.add_argument("--num-spec-tokens", type=int, default=2)
     p.add_argument("--prompt-lookup-max", type=int, default=5)
@@ -55,15 +56,18 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--use-heterogeneous-vocab", action="store_true")
     # dataset flags (vLLM's example takes them from its dataset parser)
     p.add_argument("--dataset-name", default="bundled", choices=["bundled", "custom", "hf"],
-                   help="bundled: speclab's data/prompts sets; custom: a local JSONL/text file; hf: a Hugging Face dataset (online)")
+                   help="bundled: speclab's data/prompts sets; custom: a local JSONL/text file; hf: a Hugging Face "
+                        "dataset (online)")
     p.add_argument("--dataset-path", default=None,
                    help="bundled set name (default mtbench_style), file path, or HF id (philschmid/mt-bench)")
     p.add_argument("--num-prompts", type=int, default=80)
     p.add_argument("--category", default=None, help="keep only prompts of this category")
     # what speclab adds
     p.add_argument("--profile", default=None, help="default: cpu-tiny without a GPU and without --model-dir")
-    p.add_argument("--baseline", action="store_true", help="also run the prompts without speculation; report the speedup")
-    p.add_argument("--json", dest="json_path", default=None, help="write the result record here (JSON; a .csv beside it)")
+    p.add_argument("--baseline", action="store_true",
+                   help="also run the prompts without speculation; report the speedup")
+    p.add_argument("--json", dest="json_path", default=None,
+                   help="write the result record here (JSON; a .csv beside it)")
 
 
 def add_serve_args(p) -> None:

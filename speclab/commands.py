@@ -110,7 +110,8 @@ def cmd_bench(args) -> int:
         result.save_csv(Path(args.json_path).with_suffix(".csv"))
         print(f"result record: {path}")
     if expected is not None:
-        al, rtol = result.speculative.counters.acceptance_length, GPU_REFERENCE_RTOL if profile.device == "cuda" else CPU_REFERENCE_RTOL
+        al, rtol = (result.speculative.counters.acceptance_length,
+                    GPU_REFERENCE_RTOL if profile.device == "cuda" else CPU_REFERENCE_RTOL)
         if not (1 - rtol) * expected <= al <= (1 + rtol) * expected:
             print(f"Test FAILED: acceptance_length {al:.3f} is not within {rtol:.0%} of {expected}")
             return 1

@@ -25,7 +25,8 @@ DEFAULT_EAGLE3 = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
 
 def _check_k(k) -> int:
     if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
-        raise ConfigError(f"num_speculative_tokens (k) must be a positive integer, got {k!r}: use k >= 1 (2-5 is typical)")
+        raise ConfigError(f"num_speculative_tokens (k) must be a positive integer, got {k!r}: use k >= 1 (2-5 is "
+                          "typical)")
     return k
 
 
@@ -61,7 +62,8 @@ def check_fields(config) -> dict:
                           "build one with configs.build(method, k), e.g. configs.build('ngram', 3)")
     method = config.get("method")
     if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of {', '.join(METHODS)}")
+        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of "
+                          f"{', '.join(METHODS)}")
     _check_k(config.get("num_speculative_tokens"))
     for key in POSITIVE_INT_KEYS:
         value = config.get(key)
@@ -110,7 +112,8 @@ def _check_schedule(schedule) -> None:
         end = last
 
 
-def ngram(k: int = DEFAULT_K, prompt_lookup_max: int = DEFAULT_LOOKUP_MAX, prompt_lookup_min: int = DEFAULT_LOOKUP_MIN) -> dict:
+def ngram(k: int = DEFAULT_K, prompt_lookup_max: int = DEFAULT_LOOKUP_MAX,
+          prompt_lookup_min: int = DEFAULT_LOOKUP_MIN) -> dict:
     """Prompt lookup: propose the tokens that followed the latest matching n-gram of the context."""
     return check_fields({"method": "ngram", "num_speculative_tokens": k,
                          "prompt_lookup_max": prompt_lookup_max, "prompt_lookup_min": prompt_lookup_min})
@@ -203,7 +206,8 @@ def build(method: str, k: int = DEFAULT_K, **options) -> dict:
     if method in (None, "", "none", "baseline"):
         return None
     if method not in BUILDERS:
-        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of {', '.join(METHODS)}")
+        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of "
+                          f"{', '.join(METHODS)}")
     accepted = [name for name in inspect.signature(BUILDERS[method]).parameters if name != "k"]
     for name in options:
         if name not in accepted:
@@ -222,7 +226,8 @@ def for_profile(profile, method: str, k: int = DEFAULT_K, **options) -> dict | N
     if method in (None, "", "none", "baseline"):
         return None
     if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of {', '.join(METHODS)}")
+        raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of "
+                          f"{', '.join(METHODS)}")
     if method in ("ngram", "suffix"):
         return build(method, k, **options)
     drafter = options.pop("model", None) or profile.drafter(method)

@@ -54,7 +54,8 @@ def measure_alone_and_together(profile: str, config: dict | None, inputs: list, 
         bench.warm_up(llm, sampling, inputs[0])
         runs = [bench.measure(llm, [one], sampling) for one in inputs]
         together = bench.measure(llm, inputs, sampling)
-    alone = bench.RunStats("one at a time", len(runs), sum(r.output_tokens for r in runs), sum(r.elapsed_s for r in runs),
+    alone = bench.RunStats("one at a time", len(runs), sum(r.output_tokens for r in runs),
+                           sum(r.elapsed_s for r in runs),
                            sum((r.counters for r in runs), metrics.SpecCounters()))
     return alone, together
 
@@ -144,7 +145,8 @@ def step_row(label: str, output_tokens: int, elapsed_s: float, counters: metrics
             "tokens_per_s": metrics.tokens_per_second(output_tokens, elapsed_s)}
 
 
-def measure_steps(profile: str, label: str, config: dict | None, inputs: list, sampling, enforce_eager: bool) -> list[dict]:
+def measure_steps(profile: str, label: str, config: dict | None, inputs: list, sampling,
+                  enforce_eager: bool) -> list[dict]:
     """One fresh engine -> a step row for the prompts one at a time and one for all of them at once."""
     alone, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
     return [step_row(label, alone.output_tokens, alone.elapsed_s, alone.counters),
@@ -167,7 +169,8 @@ def step_breakdown(rows: list[dict]) -> dict:
         by = {r["config"]: r for r in rows if r["mode"] == mode}
         plain, off = by["baseline"]["step_ms"], by[NO_DRAFTS]["step_ms"]
         drafted = [r for name, r in by.items() if name.startswith("ngram k=")]
-        cost = theory.fit_step_cost([r["draft_tokens_per_step"] for r in drafted], [r["step_ms"] for r in drafted], plain)
+        cost = theory.fit_step_cost([r["draft_tokens_per_step"] for r in drafted], [r["step_ms"] for r in drafted],
+                                    plain)
         out[mode] = {"plain_step_ms": plain, "no_draft_step_ms": off, "runner_overhead_ms": off - plain,
                      "t_fixed_ms": cost.t_fixed, "t_draft_ms": cost.t_draft}
     return out
@@ -179,7 +182,8 @@ def run_steps(profile: str, k_values: list[int], engines: int, categories: list[
     target = resolve_model(get_profile(profile).target)
     for config in chosen.values():
         validation.validate(config, target=target)
-    _, inputs = bench.prompt_inputs(profile, "workloads", category=categories, num_prompts=per_category * len(categories))
+    _, inputs = bench.prompt_inputs(profile, "workloads", category=categories,
+                                    num_prompts=per_category * len(categories))
     sampling = bench.greedy(output_len)
     rows = []
     for label, config in chosen.items():
@@ -192,13 +196,16 @@ def run_steps(profile: str, k_values: list[int], engines: int, categories: list[
 
 
 def step_table(rows: list[dict]) -> str:
-    lines = [f"{'mode':8s}  {'config':18s}  {'step ms':>7s}  {'tok/step':>8s}  {'drafts/step':>11s}  {'tok/s':>6s}  each engine (step ms)"]
+    lines = [f"{'mode':8s}  {'config':18s}  {'step ms':>7s}  {'tok/step':>8s}  {'drafts/step':>11s}  {'tok/s':>6s}  "
+             "each engine (step ms)"]
     for r in rows:
         lines.append(f"{r['mode']:8s}  {r['config']:18s}  {r['step_ms']:7.2f}  {r['tokens_per_step']:8.2f}  "
-                     f"{r['draft_tokens_per_step']:11.2f}  {r['tokens_per_s']:6.1f}  {' '.join(f'{x:.2f}' for x in r['step_ms_each'])}")
+                     f"{r['draft_tokens_per_step']:11.2f}  {r['tokens_per_s']:6.1f}  "
+                     f"{' '.join(f'{x:.2f}' for x in r['step_ms_each'])}")
     for mode, b in step_breakdown(rows).items():
         lines.append(f"{mode}: plain step {b['plain_step_ms']:.2f} ms; the speculative path with no drafts "
-                     f"{b['no_draft_step_ms']:.2f} ms ({b['runner_overhead_ms']:+.2f} ms before any draft); fitted over "
+                     f"{b['no_draft_step_ms']:.2f} ms ({b['runner_overhead_ms']:+.2f} ms before any draft); "
+                     "fitted over "
                      f"n-gram: {b['t_fixed_ms']:.2f} ms + {b['t_draft_ms']:.2f} ms per draft token")
     return "\n".join(lines)
 
@@ -212,13 +219,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated, besides the baseline")
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--reserved-cpus", default="default",
-                        help="comma-separated VLLM_CPU_NUM_OF_RESERVED_CPU values to compare ('default': speclab's choice)")
+                        help="comma-separated VLLM_CPU_NUM_OF_RESERVED_CPU values to compare ('default': speclab's "
+                             "choice)")
     parser.add_argument("--engines", type=int, default=2, help="fresh engines per method and setting")
     parser.add_argument("--categories", default="summarisation,code")
     parser.add_argument("--prompts-per-category", type=int, default=4)
     parser.add_argument("--output-len", type=int, default=96)
     parser.add_argument("--enforce-eager", action="store_true", help="skip torch.compile (faster start, slower run)")
-    parser.add_argument("--steps", action="store_true", help="time a step instead: plain, the n-gram path at k=0, n-gram at --k-values")
+    parser.add_argument("--steps", action="store_true",
+                        help="time a step instead: plain, the n-gram path at k=0, n-gram at --k-values")
     parser.add_argument("--k-values", default="1,3,5", help="with --steps: comma-separated n-gram k")
     parser.add_argument("--json", default=None, help="write the rows to this file")
     args = parser.parse_args(argv)

@@ -54,18 +54,22 @@ def check_bench_args(args) -> None:
         configs._check_k(args.num_spec_tokens)
     _require(args.output_len >= 1, f"--output-len must be >= 1, got {args.output_len}")
     # vLLM's SamplingParams ranges, checked here instead of after its import
-    _require(math.isfinite(args.temp) and 0 <= args.temp <= 2, f"--temp must be in [0, 2] (0 is greedy), got {args.temp}")
+    _require(math.isfinite(args.temp) and 0 <= args.temp <= 2,
+             f"--temp must be in [0, 2] (0 is greedy), got {args.temp}")
     _require(0 < args.top_p <= 1, f"--top-p must be in (0, 1], got {args.top_p}")
     _require(args.top_k >= -1, f"--top-k must be -1 or 0 (off) or >= 1, got {args.top_k}")
     _require(args.tp >= 1, f"--tp must be >= 1, got {args.tp}")
     _require(args.num_prompts >= 1, f"--num-prompts must be >= 1, got {args.num_prompts}")
     for flag, value in (("--max-model-len", args.max_model_len), ("--max-num-seqs", args.max_num_seqs)):
         _require(value is None or value >= 1, f"{flag} must be >= 1, got {value}")
-    _require(0 < args.gpu_memory_utilization <= 1, f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
-    for flag, value in (("--model-dir", args.model_dir), ("--eagle-dir", args.eagle_dir), ("--draft-model", args.draft_model)):
+    _require(0 < args.gpu_memory_utilization <= 1,
+             f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
+    for flag, value in (("--model-dir", args.model_dir), ("--eagle-dir", args.eagle_dir),
+                        ("--draft-model", args.draft_model)):
         _check_path_flag(flag, value)
     if args.allowed_local_media_path:
-        _require(Path(args.allowed_local_media_path).is_dir(), f"--allowed-local-media-path {args.allowed_local_media_path}: no such folder")
+        _require(Path(args.allowed_local_media_path).is_dir(),
+                 f"--allowed-local-media-path {args.allowed_local_media_path}: no such folder")
     if args.json_path:
         parent = Path(args.json_path).expanduser().resolve().parent
         _require(parent.is_dir(), f"--json {args.json_path}: folder {parent} does not exist (create it first)")
@@ -76,7 +80,8 @@ def check_bench_args(args) -> None:
                  f"--dataset-name custom reads a file and {path} is a bundled set: use --dataset-name bundled")
     elif args.dataset_name == "hf" and path:
         _require(not (Path(path).expanduser().exists() or path.startswith((".", "/", "~"))),
-                 f"--dataset-name hf takes a Hugging Face dataset id and {path} is a local path: use --dataset-name custom")
+                 f"--dataset-name hf takes a Hugging Face dataset id and {path} is a local path: use --dataset-name "
+                 "custom")
 
 
 def check_test_flags(args, profile) -> float:
@@ -92,7 +97,8 @@ def check_test_flags(args, profile) -> float:
     else:
         fixed = {"method ngram": args.method == "ngram", "num_spec_tokens == 3": args.num_spec_tokens == 3,
                  "prompt lookup 5/2": (args.prompt_lookup_max, args.prompt_lookup_min) == (5, 2),
-                 "bundled mtbench_style": args.dataset_name == "bundled" and args.dataset_path in (None, "mtbench_style"),
+                 "bundled mtbench_style": (args.dataset_name == "bundled"
+                                           and args.dataset_path in (None, "mtbench_style")),
                  "num_prompts == 16": args.num_prompts == 16, "output_len == 128": args.output_len == 128,
                  "temp == 0": args.temp == 0}
         expected = CPU_REFERENCE.get(args.method)
@@ -111,7 +117,8 @@ def parse_params(pairs: list[list[str]]) -> dict:
             params[name] = yaml.safe_load(value)
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or type(err).__name__
-            raise SpeclabError(f"-p {name} {value!r} is not a YAML value ({problem}): quote text, write lists as [a, b]") from None
+            raise SpeclabError(f"-p {name} {value!r} is not a YAML value ({problem}): "
+                               "quote text, write lists as [a, b]") from None
     return params
 
 

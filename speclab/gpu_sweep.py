@@ -105,7 +105,8 @@ def gpus() -> list[dict]:
     """GPUs as nvidia-smi lists them (asking torch would tie CUDA memory to this process)."""
     if not shutil.which("nvidia-smi"):
         return []
-    out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+    out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                          "--format=csv,noheader,nounits"],
                          capture_output=True, text=True)
     rows = [line.split(", ") for line in out.stdout.strip().splitlines() if line.strip()]
     return [{"name": r[0], "memory_mib": int(float(r[1])), "driver": r[2]} for r in rows if len(r) == 3]
@@ -246,7 +247,8 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
     doc.update({"name": name, "note": synthetic.IMPOSED, "profile": profile.name, "target": profile.target,
                 "settings": {"prompt_len": args.prompt_len, "output_len": args.output_len, "batches": args.batches,
                              "timing": f"per engine the best of its repetitions, then the median over {args.engines} "
-                                       "fresh engines (spread: fastest / slowest - 1); step_ms = elapsed / mean steps per request",
+                                       "fresh engines (spread: fastest / slowest - 1); step_ms = elapsed / mean steps "
+                                       "per request",
                              "engine": {**synthetic.engine_overrides(), **engine_options(args)}}})
     doc.setdefault("runs", [])
     doc.setdefault("errors", [])
@@ -269,7 +271,8 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
         except Exception as err:  # one engine failing (e.g. a version's refusal) must not lose the rest
             message = f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
             log(f"speclab: {engine.label} FAILED: {message}")
-            doc["errors"] = [e for e in doc["errors"] if e["label"] != engine.label] + [{"label": engine.label, "error": message[:600]}]
+            doc["errors"] = ([e for e in doc["errors"] if e["label"] != engine.label]
+                             + [{"label": engine.label, "error": message[:600]}])
         freed = wait_gpu_free()
         doc["environment"] = environment()
         if not any(e.method == "baseline" for e in plan):
@@ -302,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh", action="store_true", help="ignore results already in the output files")
     p.add_argument("--engines", type=int, default=3, help="fresh engines per point; the stored timing is their median")
     p.add_argument("--enforce-eager", action="store_true")
-    p.add_argument("--copy-to", help="also copy each file here after every engine (e.g. a folder that outlives a time limit)")
+    p.add_argument("--copy-to",
+                   help="also copy each file here after every engine (e.g. a folder that outlives a time limit)")
     args = p.parse_args(argv)
     exit_on_sigterm()
     started = time.perf_counter()

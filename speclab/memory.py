@@ -111,7 +111,8 @@ def cost_ratio(draft, target, draft_role: str | None = None) -> float:
     return decode_parameters(draft, draft_role) / decode_parameters(target)
 
 
-def weight_bytes(config, dtype: str | None = None, role: str | None = None, embeddings_dtype: str | None = None) -> float:
+def weight_bytes(config, dtype: str | None = None, role: str | None = None,
+                 embeddings_dtype: str | None = None) -> float:
     """Bytes the weights take on the GPU.
 
     ``dtype`` is what the linear layers are stored in (default: the config's ``torch_dtype``).
@@ -300,7 +301,8 @@ def plan(target, draft=None, *, gpu_gib: float, gpu_memory_utilization: float = 
         num_speculative_tokens=num_speculative_tokens if draft is not None else 0,
         target_bytes=weight_bytes(target_cfg, dtype) / tp, draft_bytes=draft_bytes / tp,
         allowance_bytes=allowance.total_gib * GIB, kv_bytes_per_token=kv_per_token // tp,
-        labels={"target": _label(target, target_cfg), "draft": _label(draft, draft_cfg) if draft is not None else "none"},
+        labels={"target": _label(target, target_cfg),
+                "draft": _label(draft, draft_cfg) if draft is not None else "none"},
     )
 
 
@@ -325,7 +327,8 @@ def text_table(rows: list[dict]) -> str:
     cols = list(rows[0])
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
     line = lambda values: "  ".join(str(v).rjust(widths[c]) for c, v in zip(cols, values))  # noqa: E731
-    return "\n".join([line(cols), line("-" * widths[c] for c in cols), *(line(r.get(c, "") for c in cols) for r in rows)])
+    return "\n".join([line(cols), line("-" * widths[c] for c in cols),
+                      *(line(r.get(c, "") for c in cols) for r in rows)])
 
 
 def html_table(rows: list[dict], caption: str = "") -> str:

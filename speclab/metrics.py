@@ -117,7 +117,8 @@ def snapshot(llm) -> SpecCounters:
     try:
         return from_llm_metrics(llm.get_metrics())
     except AssertionError as err:  # vLLM: "Stat logging disabled"
-        raise RuntimeError("the engine was built with disable_log_stats=True: open it with speclab.engine.open_engine") from err
+        raise RuntimeError("the engine was built with disable_log_stats=True: "
+                           "open it with speclab.engine.open_engine") from err
 
 
 def from_prometheus(text: str) -> SpecCounters:

@@ -34,7 +34,8 @@ DROPPED_SWITCHES = {
 RENAMED_FLAGS = {"--target-model-tp-size": "--tensor-parallel-size"}
 ENTRYPOINTS = {
     "vllm.entrypoints.api_server": ("vllm.entrypoints.openai.api_server",
-                                    "the plain api_server is a demo; the OpenAI-compatible server is the supported one"),
+                                    "the plain api_server is a demo; "
+                                    "the OpenAI-compatible server is the supported one"),
 }
 
 
@@ -107,7 +108,8 @@ def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
     if spec:
         model = spec.pop("model", None)
         if model is None:
-            raise ConfigError("the old flags set speculative options but no --speculative-model: add the drafter (or \"[ngram]\")")
+            raise ConfigError("the old flags set speculative options but no --speculative-model: add the drafter (or "
+                              "\"[ngram]\")")
         method = _method_for_model(model)
         config = {"method": method}
         if method != "ngram":
@@ -127,7 +129,8 @@ def migrate_command(argv: list[str] | str) -> tuple[list[str], list[str]]:
         if method == "ngram" and "prompt_lookup_max" not in config:
             notes.append("ngram without --ngram-prompt-lookup-max: today's default lookup window applies")
         check_fields(config)  # what today's vLLM would refuse (k=0, min > max) is refused here
-        notes.insert(0, f"--speculative-model {model} -> method {method!r}" + ("" if method == "ngram" else f", model {model!r}"))
+        notes.insert(0, f"--speculative-model {model} -> method {method!r}" + ("" if method == "ngram"
+                                                                               else f", model {model!r}"))
         out += ["--speculative-config", json.dumps(config)]
     return out, notes
 

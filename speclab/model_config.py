@@ -79,7 +79,8 @@ class Dims:
                 draft_vocab=config.get("draft_vocab_size") or config["vocab_size"],
             )
         except KeyError as missing:
-            raise SpeclabError(f"config has no {missing.args[0]!r}: pass a Llama-style Hugging Face config.json") from None
+            raise SpeclabError(f"config has no {missing.args[0]!r}: "
+                               "pass a Llama-style Hugging Face config.json") from None
 
 
 def registered_role(ref) -> str | None:

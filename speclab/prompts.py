@@ -53,7 +53,8 @@ def bundled() -> list[str]:
     return sorted(p.stem for p in BUNDLED_DIR.glob("*.jsonl"))
 
 
-def load_prompts(source, category=None, num_prompts: int | None = None, turns: str = "first", split: str = "train") -> list[Prompt]:
+def load_prompts(source, category=None, num_prompts: int | None = None, turns: str = "first",
+                 split: str = "train") -> list[Prompt]:
     """Load a prompt set, optionally one or more categories and the first ``num_prompts`` questions.
 
     ``num_prompts`` takes questions from each (selected) category in turn, so a small run
@@ -112,7 +113,8 @@ def apply_chat_template(tokenizer, prompts, tokenize: bool = True, system: str |
 
         tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
     if not getattr(tokenizer, "chat_template", None):
-        raise SpeclabError("this tokenizer has no chat template: use an instruct/chat model or pass plain prompt strings")
+        raise SpeclabError("this tokenizer has no chat template: use an instruct/chat model or pass plain prompt "
+                           "strings")
     rendered = [
         tokenizer.apply_chat_template(
             p if isinstance(p, list) else chat_messages(p, system=system), tokenize=False, add_generation_prompt=True
@@ -137,7 +139,8 @@ def _read_source(source, split: str) -> list[Prompt]:
     elif path.is_dir():
         raise SpeclabError(f"{name} is a folder: pass one .jsonl/.json/.txt file inside it")
     elif path.suffix in FILE_SUFFIXES or name.startswith((".", "/", "~")):
-        raise SpeclabError(f"prompt file {name} not found: pass an existing .jsonl/.json/.txt file or a bundled set ({', '.join(bundled())})")
+        raise SpeclabError(f"prompt file {name} not found: pass an existing .jsonl/.json/.txt file or a bundled set "
+                           f"({', '.join(bundled())})")
     elif HUB_ID.fullmatch(name):
         questions = _read_hub(name, split)
     else:
@@ -190,7 +193,8 @@ def _from_row(row, index: int, where) -> Prompt:
     if isinstance(turns, str):
         turns = [turns]
     if not turns or not all(isinstance(t, str) and t.strip() for t in turns):
-        raise SpeclabError(f"{where}: entry {index + 1} has no prompt text: give it 'turns' (a list of strings), 'prompt' or 'text'")
+        raise SpeclabError(f"{where}: entry {index + 1} has no prompt text: give it 'turns' (a list of strings), "
+                           "'prompt' or 'text'")
     qid = row.get("question_id", row.get("id", index + 1))
     return Prompt(id=qid, category=str(row.get("category") or DEFAULT_CATEGORY), text=turns[0], turns=tuple(turns))
 
@@ -202,7 +206,8 @@ def _select_categories(questions: list[Prompt], category, source) -> list[Prompt
     available = list(dict.fromkeys(q.category for q in questions))
     unknown = [c for c in wanted if c not in available]
     if unknown:
-        raise SpeclabError(f"no category {', '.join(map(repr, unknown))} in {os.fspath(source)}: choose from {', '.join(available)}")
+        raise SpeclabError(f"no category {', '.join(map(repr, unknown))} in {os.fspath(source)}: choose from "
+                           f"{', '.join(available)}")
     return [q for q in questions if q.category in wanted]
 
 
@@ -258,5 +263,6 @@ def _read_hub(dataset_id: str, split: str) -> list[Prompt]:
         rows = datasets.load_dataset(dataset_id, split=split)
     except Exception as err:  # the library raises many types; the user needs one line
         detail = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise SpeclabError(f"could not load {dataset_id!r} (split {split!r}): {detail}; pass a local JSONL file instead") from None
+        raise SpeclabError(f"could not load {dataset_id!r} (split {split!r}): {detail}; "
+                           "pass a local JSONL file instead") from None
     return [_from_row(dict(row), n, dataset_id) for n, row in enumerate(rows)]

@@ -82,7 +82,8 @@ def expected_seconds(profile: str, runs_dir: Path | None = None) -> dict[str, fl
         except (OSError, json.JSONDecodeError):
             continue
         if done.get("profile") == profile and not done.get("parameters"):  # a run at the defaults
-            return {e["notebook"].removesuffix(".ipynb"): e["seconds"] for e in done.get("notebooks", []) if e.get("ok")}
+            return {e["notebook"].removesuffix(".ipynb"): e["seconds"]
+                    for e in done.get("notebooks", []) if e.get("ok")}
     try:
         return dict(json.loads(LESSON_SECONDS.read_text()).get(profile, {}).get("seconds", {}))
     except (OSError, json.JSONDecodeError):
@@ -165,12 +166,14 @@ def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra
                                      stderr_log=vllm_log)
         if error and vllm_log.is_file():
             error += f" (vLLM's output: {vllm_log})"
-        log(f"[{i}/{len(books)}] {book.name} {'done' if ok else 'FAILED'} in {seconds:.0f} s" + (f": {error}" if error else ""))
+        log(f"[{i}/{len(books)}] {book.name} {'done' if ok else 'FAILED'} in {seconds:.0f} s"
+            + (f": {error}" if error else ""))
         entries.append({"notebook": book.name, "ok": ok, "seconds": round(seconds, 1), "error": error})
 
     results = _results(run_dir)
     summary = {
-        "profile": profile, "weights": weights.mode(), "parameters": extra or {}, "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "profile": profile, "weights": weights.mode(), "parameters": extra or {},
+        "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "total_seconds": round(time.perf_counter() - started, 1), "environment": versions(),
         "notebooks": entries, "results": results,
         "figures": sorted(str(p.relative_to(run_dir)) for p in (run_dir / "figures").glob("*.png")),

@@ -118,7 +118,8 @@ def load_reference(name: str, directory: str | Path | None = None) -> dict:
     path = folder / f"{name.removesuffix('.json')}.json"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in folder.glob("*.json"))) or "none"
-        raise SpeclabError(f"no GPU reference {name!r} in {folder} (have: {known}): run python -m speclab.gpu_sweep on a GPU")
+        raise SpeclabError(f"no GPU reference {name!r} in {folder} (have: {known}): run python -m speclab.gpu_sweep on "
+                           "a GPU")
     return json.loads(path.read_text())
 
 

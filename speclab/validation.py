@@ -47,14 +47,16 @@ def looks_local(model: str) -> bool:
 
 def _check_local(model, what: str) -> None:
     if isinstance(model, str) and looks_local(model) and not Path(model).expanduser().exists():
-        raise ConfigError(f"{what} folder {model} does not exist: check the path (a Hugging Face id looks like owner/name)")
+        raise ConfigError(f"{what} folder {model} does not exist: check the path (a Hugging Face id looks like "
+                          "owner/name)")
 
 
 def _load_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): fix it or fetch the model again") from None
+        raise ConfigError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): "
+                          "fix it or fetch the model again") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text: fix it or fetch the model again") from None
 
@@ -97,7 +99,8 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
     check_fields(config)
     method = config["method"]
     if "tensor_parallel_size" in config:
-        raise ConfigError("tensor_parallel_size inside the speculative config is not accepted: use draft_tensor_parallel_size")
+        raise ConfigError("tensor_parallel_size inside the speculative config is not accepted: use "
+                          "draft_tensor_parallel_size")
     known = source_literals()
     allowed = set(SPECLAB_KEYS) | (known[0] if known else set())
     for key in config:
@@ -122,17 +125,20 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
     if method == "draft_model" and draft_tp is not None and draft_tp != tensor_parallel_size:
         raise ConfigError(
             f"vLLM's draft_model runs the draft with the target's tensor parallel size ({tensor_parallel_size}), "
-            f"not draft_tensor_parallel_size={draft_tp}: drop draft_tensor_parallel_size or set it to {tensor_parallel_size}"
+            f"not draft_tensor_parallel_size={draft_tp}: drop draft_tensor_parallel_size or set it to "
+            f"{tensor_parallel_size}"
         )
     if config.get("rejection_sample_method") == "synthetic":  # imposed acceptance: only where vLLM has it
         require_synthetic_acceptance()
     if method in ("eagle", "eagle3") and target is not None:
         default = DEFAULT_EAGLE if method == "eagle" else DEFAULT_EAGLE3
         if config.get("model") == default and str(target) != LLAMA_TARGET:
-            raise ConfigError(f"{method} drafter {default} was trained for {LLAMA_TARGET}, not {target}: pass a drafter for your target")
+            raise ConfigError(f"{method} drafter {default} was trained for {LLAMA_TARGET}, not {target}: pass a "
+                              "drafter for your target")
     target_cfg = (_read_config_json(target) if target else None) or {}
     if method == "mtp" and target_cfg and not has_mtp_layers(target_cfg):
-        raise ConfigError(f"method mtp needs a target with MTP layers and {target} has none: use eagle3, draft_model or ngram")
+        raise ConfigError(f"method mtp needs a target with MTP layers and {target} has none: use eagle3, draft_model "
+                          "or ngram")
     has_drafter = method in ("draft_model", "eagle", "eagle3", "medusa") and config.get("model")
     draft_cfg = (_read_config_json(config["model"]) if has_drafter else None) or {}  # a broken one fails here
     if method == "draft_model" and not config.get("use_heterogeneous_vocab"):
@@ -144,9 +150,11 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
             )
     heads = draft_cfg.get("medusa_num_heads") or draft_cfg.get("num_heads")
     if method == "medusa" and heads and config["num_speculative_tokens"] > heads:
-        raise ConfigError(f"k={config['num_speculative_tokens']} but the Medusa drafter has {heads} heads: use k <= {heads}")
+        raise ConfigError(f"k={config['num_speculative_tokens']} but the Medusa drafter has {heads} heads: use k <= "
+                          f"{heads}")
     if method in ("eagle", "eagle3", "medusa"):
         th, dh = target_cfg.get("hidden_size"), draft_cfg.get("hidden_size")
         if th and dh and th != dh:
-            raise ConfigError(f"{method} drafter hidden size {dh} does not match the target's {th}: the drafter was trained for another model")
+            raise ConfigError(f"{method} drafter hidden size {dh} does not match the target's {th}: the drafter was "
+                              "trained for another model")
     return config

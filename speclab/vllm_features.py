@@ -51,7 +51,8 @@ def source_literals() -> tuple[frozenset, frozenset] | None:
     methods = set()
     for node in quant.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "QuantizationMethods" for t in node.targets):
-            methods = {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            methods = {c.value for c in ast.walk(node.value)
+                       if isinstance(c, ast.Constant) and isinstance(c.value, str)}
     return (frozenset(fields), frozenset(methods)) if fields else None
 
 

@@ -23,7 +23,8 @@ def run_cli(*args, timeout=1200):
     (["bench", "--method", "ngram", "--custom-mm-prompts"], "needs a multimodal target"),
     (["bench", "--method", "ngram", "--dataset-path", "no-such-set"], "no-such-set"),
     (["bench", "--method", "mtp"], "needs a target with MTP layers"),
-    (["bench", "--method", "ngram", "--model-dir", "no-org/no-such-model"], "huggingface-cli download no-org/no-such-model"),
+    (["bench", "--method", "ngram", "--model-dir", "no-org/no-such-model"],
+     "huggingface-cli download no-org/no-such-model"),
     (["migrate"], "usage: speclab migrate"),
     (["run", "--profile", "cpu-tiny", "--weights", "random"], "random weights are for gpu-llama8b and gpu-qwen3-8b"),
     (["run", "--profile", "gpu-qwen3-8b", "--weights", "random"], "needs an NVIDIA GPU"),
@@ -42,7 +43,8 @@ def test_unknown_method_rejected_by_parser():
 
 
 def test_migrate_command_line(capsys):
-    assert main(["migrate", "--", "vllm", "serve", "m", "--speculative-model", "[ngram]", "--num-speculative-tokens", "3"]) == 0
+    assert main(["migrate", "--", "vllm", "serve", "m", "--speculative-model", "[ngram]", "--num-speculative-tokens",
+                 "3"]) == 0
     out = capsys.readouterr().out
     assert """--speculative-config '{"method": "ngram", "num_speculative_tokens": 3}'""" in out
 
@@ -50,7 +52,8 @@ def test_migrate_command_line(capsys):
 def test_models_list(capsys):
     assert main(["models", "list"]) == 0
     out = capsys.readouterr().out
-    assert "cpu-tiny" in out and "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in out and "meta-llama/Llama-3.2-1B-Instruct" in out
+    assert ("cpu-tiny" in out and "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in out
+            and "meta-llama/Llama-3.2-1B-Instruct" in out)
 
 
 @pytest.mark.engine

@@ -9,13 +9,15 @@ from speclab.configs import ConfigError
 
 
 def test_seed_defaults():
-    assert configs.ngram() == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 5, "prompt_lookup_min": 2}
+    assert configs.ngram() == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 5,
+                               "prompt_lookup_min": 2}
     assert configs.eagle()["model"] == "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
     assert configs.eagle3()["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
     assert configs.mtp(3) == {"method": "mtp", "num_speculative_tokens": 3}
     assert configs.draft_model("d", 4, use_heterogeneous_vocab=True) == {
         "method": "draft_model", "model": "d", "num_speculative_tokens": 4, "use_heterogeneous_vocab": True}
-    assert configs.build("eagle3", 3, model="heads", target=None) == {"method": "eagle3", "model": "heads", "num_speculative_tokens": 3}
+    assert configs.build("eagle3", 3, model="heads", target=None) == {"method": "eagle3", "model": "heads",
+                                                                      "num_speculative_tokens": 3}
     assert configs.build("baseline") is None
 
 
@@ -23,14 +25,16 @@ def test_seed_defaults():
     (lambda: configs.build("lookahead"), "unknown method 'lookahead'"),
     (lambda: configs.ngram(k=0), "must be a positive integer"),
     (lambda: configs.ngram(k=-2), "must be a positive integer"),
-    (lambda: configs.ngram(3, prompt_lookup_max=2, prompt_lookup_min=4), "prompt_lookup_min (4) > prompt_lookup_max (2)"),
+    (lambda: configs.ngram(3, prompt_lookup_max=2, prompt_lookup_min=4),
+     "prompt_lookup_min (4) > prompt_lookup_max (2)"),
     (lambda: configs.draft_model(None), "needs a draft model"),
     (lambda: configs.eagle(target="Qwen/Qwen3-8B"), "trained for meta-llama/Llama-3.1-8B-Instruct, not Qwen/Qwen3-8B"),
     (lambda: configs.eagle3(target="Qwen/Qwen3-8B"), "pass model="),
     (lambda: configs.medusa(None), "needs its heads"),
     (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": [[2, 4, 3]]}),
      "entry [2, 4, 3] must start at batch 1"),
-    (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": [[1, 4, 3], [4, 8, 0]]}),
+    (lambda: configs.check_fields({**configs.ngram(3),
+                                   "num_speculative_tokens_per_batch_size": [[1, 4, 3], [4, 8, 0]]}),
      "entry [4, 8, 0] must start at batch 5 or later"),
     (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": [[1, 4, -1]]}),
      "needs first <= last and k >= 0"),
@@ -70,12 +74,15 @@ def test_suffix_needs_package():
 
 def test_validate_draft_tp_and_config_keys():
     with pytest.raises(ConfigError, match="vLLM accepts 1 or 4"):
-        validation.validate(configs.draft_model("d", draft_tensor_parallel_size=2), tensor_parallel_size=4, version=(0, 32, 0))
+        validation.validate(configs.draft_model("d", draft_tensor_parallel_size=2), tensor_parallel_size=4,
+                            version=(0, 32, 0))
     # vLLM's config accepts draft TP 1, but its DraftModelProposer (0.26, 0.32) refuses it at load time;
     # for an EAGLE head it is accepted.
     with pytest.raises(ConfigError, match="draft_model runs the draft with the target's tensor parallel size"):
-        validation.validate(configs.draft_model("d", draft_tensor_parallel_size=1), tensor_parallel_size=4, version=(0, 32, 0))
-    assert validation.validate(configs.eagle("e", draft_tensor_parallel_size=1, target=None), tensor_parallel_size=4, version=(0, 32, 0))
+        validation.validate(configs.draft_model("d", draft_tensor_parallel_size=1), tensor_parallel_size=4,
+                            version=(0, 32, 0))
+    assert validation.validate(configs.eagle("e", draft_tensor_parallel_size=1, target=None), tensor_parallel_size=4,
+                               version=(0, 32, 0))
     with pytest.raises(ConfigError, match="use draft_tensor_parallel_size"):
         validation.validate({**configs.draft_model("d"), "tensor_parallel_size": 2}, version=(0, 32, 0))
     with pytest.raises(ConfigError, match="removed in vLLM 0.33.0"):
@@ -94,7 +101,8 @@ def test_validate_against_target_configs(tmp_path):
     other_vocab = _model_dir(tmp_path, "draft", vocab_size=32000, hidden_size=576)
     with pytest.raises(ConfigError, match="use_heterogeneous_vocab=True"):
         validation.validate(configs.draft_model(other_vocab), target=target, version=(0, 32, 0))
-    validation.validate(configs.draft_model(other_vocab, use_heterogeneous_vocab=True), target=target, version=(0, 32, 0))
+    validation.validate(configs.draft_model(other_vocab, use_heterogeneous_vocab=True), target=target,
+                        version=(0, 32, 0))
     with pytest.raises(ConfigError, match="needs a target with MTP layers"):
         validation.validate(configs.mtp(2), target=target, version=(0, 32, 0))
     mtp_target = _model_dir(tmp_path, "mtp", vocab_size=100, num_nextn_predict_layers=1)
@@ -108,7 +116,8 @@ def test_validate_against_target_configs(tmp_path):
 
 
 SEED_NGRAM = ('python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-70B-Instruct '
-              '--speculative-model "[ngram]" --num-speculative-tokens 5 --ngram-prompt-lookup-max 4 --use-v2-block-manager')
+              '--speculative-model "[ngram]" --num-speculative-tokens 5 --ngram-prompt-lookup-max 4 '
+              '--use-v2-block-manager')
 
 
 def test_migrate_seed_ngram():
@@ -130,7 +139,8 @@ def test_migrate_every_removed_flag():
                     "draft_tensor_parallel_size": 1, "quantization": "fp8", "prompt_lookup_min": 2}
     assert any("vLLM rejects \"int8\"" in n for n in notes)
     assert "--tensor-parallel-size" in argv
-    argv, _ = migration.migrate_command("x --speculative-model yuhuili/EAGLE-LLaMA3-Instruct-8B --draft-model-tp-size 1 --num-speculative-tokens 4")
+    argv, _ = migration.migrate_command("x --speculative-model yuhuili/EAGLE-LLaMA3-Instruct-8B --draft-model-tp-size "
+                                        "1 --num-speculative-tokens 4")
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec["method"] == "eagle" and spec["draft_tensor_parallel_size"] == 1
 

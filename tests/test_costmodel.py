@@ -72,7 +72,8 @@ def test_fitted_costs_are_physical(fastest, surface):
     costs = synthetic.step_costs(fastest)
     assert set(costs) == {1, 16, 64}
     for batch, cost in costs.items():
-        assert cost.t_draft > 0 and cost.t_fixed > cost.t_target, batch  # a speculative step costs more than a plain one
+        # a speculative step costs more than a plain one
+        assert cost.t_draft > 0 and cost.t_fixed > cost.t_target, batch
     one = costs[1]  # the field notes: plain step 5.07 ms, speculative step ~6.5 ms + ~1.4 ms per draft token
     assert 4.5 < one.t_target < 5.5 and 5.5 < one.t_fixed < 7.5 and 1.0 < one.t_draft < 2.5
     # fitted to the medians instead, the slow engines at k >= 4 bend the line: a fixed cost below a plain step
@@ -92,7 +93,8 @@ def test_cost_model_beats_the_plain_formula_on_runs_it_was_not_fitted_on(fastest
     assert len(medians) == 27
     assert synthetic.within(medians, "model_error") >= 0.6 > 0.2 >= synthetic.within(medians, "plain_error")
     slow_half = [r for r in medians if r["k"] >= 4]  # where two of three engines could be slow ones
-    assert synthetic.within(slow_half, "model_error") < synthetic.within([r for r in medians if r["k"] <= 3], "model_error")
+    assert synthetic.within(slow_half, "model_error") < synthetic.within([r for r in medians if r["k"] <= 3],
+                                                                         "model_error")
 
 
 def test_fresh_engines_agree_for_plain_decoding_not_for_a_draft_model(surface):

@@ -39,7 +39,8 @@ def test_the_breakdown_separates_the_runner_from_the_drafts():
     one, eight = cpu_speed.step_breakdown(rows).values()
     # the k=0 path costs 8 ms more than a plain step; the line through (0.5, 26) and (1.5, 30)
     # has slope 4 ms per draft token and meets zero drafts at 24 ms
-    assert one["plain_step_ms"] == 16.0 and one["no_draft_step_ms"] == 24.0 and one["runner_overhead_ms"] == pytest.approx(8.0)
+    assert (one["plain_step_ms"] == 16.0 and one["no_draft_step_ms"] == 24.0
+            and one["runner_overhead_ms"] == pytest.approx(8.0))
     assert one["t_draft_ms"] == pytest.approx(4.0) and one["t_fixed_ms"] == pytest.approx(24.0)
     # batched: (1, 50) and (2, 70): 20 ms per draft token, 30 ms at none; the runner adds 2 ms
     assert eight["runner_overhead_ms"] == pytest.approx(2.0) and eight["t_draft_ms"] == pytest.approx(20.0)

@@ -66,7 +66,8 @@ def vllm_tensor_names(method, cfg):
     """The tensors vLLM 0.32 reads for each method (Hugging Face names), for a shipped drafter's config."""
     def layer(prefix, input_norm=True):
         names = {f"{prefix}.self_attn.{p}_proj.weight" for p in "qkvo"} | {
-            f"{prefix}.mlp.{p}_proj.weight" for p in ("gate", "up", "down")} | {f"{prefix}.post_attention_layernorm.weight"}
+            f"{prefix}.mlp.{p}_proj.weight" for p in ("gate", "up", "down")} | {
+            f"{prefix}.post_attention_layernorm.weight"}
         return names | ({f"{prefix}.input_layernorm.weight"} if input_norm else set())
 
     if method == "draft_model":
@@ -104,7 +105,8 @@ def test_shipped_drafters_are_trained_packed_and_measured(method):
     assert card["trained"] is True and card["method"] == method
     assert ("bf16 as trained" if method in drafter_packing.KEEP_BF16 else "int8") in card["storage"]
     measured = card["acceptance"]
-    assert measured["k"] == 3 and measured["prompt_set"] == "data/prompts/heldout.jsonl" and measured["temperature"] == 0
+    assert (measured["k"] == 3 and measured["prompt_set"] == "data/prompts/heldout.jsonl"
+            and measured["temperature"] == 0)
     assert measured["outputs_identical"] is True
     assert len(measured["per_position_rates"]) == 3 and measured["acceptance_length"] > SHIPPED_FLOOR[method]
     # what vLLM gets: a bf16 model.safetensors with every tensor it reads

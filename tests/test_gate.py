@@ -45,17 +45,23 @@ CLI_CASES = [
     (["bench", "--method", "ngram", "--num-spec-tokens", "0"], "must be a positive integer, got 0"),
     (["bench", "--method", "eagle", "--num-spec-tokens", "-1"], "must be a positive integer, got -1"),
     (["bench", "--method", "ngram", "--prompt-lookup-min", "6"], "prompt_lookup_min (6) > prompt_lookup_max (5)"),
-    (["bench", "--method", "ngram", "--prompt-lookup-min", "0", "--prompt-lookup-max", "0"], "must be a whole number >= 1, got 0"),
+    (["bench", "--method", "ngram", "--prompt-lookup-min", "0", "--prompt-lookup-max", "0"],
+     "must be a whole number >= 1, got 0"),
     (["bench", "--method", "lookahead"], "invalid choice: 'lookahead'"),
     (["bench", "--model-dir", "/nonexistent"], "--model-dir /nonexistent: the folder does not exist"),
-    (["bench", "--method", "eagle3", "--eagle-dir", "./no-such-head"], "--eagle-dir ./no-such-head: the folder does not exist"),
-    (["bench", "--method", "draft_model", "--draft-model", "~/no/such/draft"], "--draft-model ~/no/such/draft: the folder does not exist"),
+    (["bench", "--method", "eagle3", "--eagle-dir", "./no-such-head"],
+     "--eagle-dir ./no-such-head: the folder does not exist"),
+    (["bench", "--method", "draft_model", "--draft-model", "~/no/such/draft"],
+     "--draft-model ~/no/such/draft: the folder does not exist"),
     (["bench", "--method", "draft_model", "--draft-model", "{bad}/broken"], "config.json is not valid JSON"),
     (["bench", "--json", "/nonexistent/out.json"], "folder /nonexistent does not exist"),
-    (["bench", "--dataset-name", "custom", "--dataset-path", "{bad}/utf16.txt"], "utf16.txt is not UTF-8 text (byte 0xff at offset 0)"),
+    (["bench", "--dataset-name", "custom", "--dataset-path", "{bad}/utf16.txt"],
+     "utf16.txt is not UTF-8 text (byte 0xff at offset 0)"),
     (["bench", "--dataset-name", "custom"], "needs --dataset-path"),
-    (["bench", "--dataset-name", "custom", "--dataset-path", "mtbench_style"], "is a bundled set: use --dataset-name bundled"),
-    (["bench", "--dataset-name", "hf", "--dataset-path", "{bad}/utf16.txt"], "is a local path: use --dataset-name custom"),
+    (["bench", "--dataset-name", "custom", "--dataset-path", "mtbench_style"],
+     "is a bundled set: use --dataset-name bundled"),
+    (["bench", "--dataset-name", "hf", "--dataset-path", "{bad}/utf16.txt"],
+     "is a local path: use --dataset-name custom"),
     (["bench", "--method", "ngram", "--profile", "gpu-llama8b"], "needs an NVIDIA GPU"),
     (["bench", "--profile", "no-such-profile"], "unknown profile 'no-such-profile'"),
     (["run", "-p", "k", "[unclosed"], "-p k '[unclosed' is not a YAML value"),
@@ -78,9 +84,11 @@ CLI_CASES = [
     (["migrate"], "usage: speclab migrate"),
     (["migrate", "--", "vllm", "serve", "m", "--speculative-model", "x", "--num-speculative-tokens", "five"],
      "--num-speculative-tokens five: expected a whole number"),
-    (["migrate", "vllm serve m --speculative-model [ngram] --num-speculative-tokens 0"], "must be a positive integer, got 0"),
+    (["migrate", "vllm serve m --speculative-model [ngram] --num-speculative-tokens 0"],
+     "must be a positive integer, got 0"),
     (["migrate", "--", "vllm", "serve", "m", "--speculative-model", "[ngram]", "--num-speculative-tokens", "3",
-      "--ngram-prompt-lookup-max", "2", "--ngram-prompt-lookup-min", "4"], "prompt_lookup_min (4) > prompt_lookup_max (2)"),
+      "--ngram-prompt-lookup-max", "2", "--ngram-prompt-lookup-min", "4"],
+     "prompt_lookup_min (4) > prompt_lookup_max (2)"),
     (["migrate", "vllm serve 'm --speculative-model x"], "cannot split the command (No closing quotation)"),
 ]
 
@@ -88,7 +96,8 @@ CLI_CASES = [
 def run_cli(argv, timeout=60.0):
     """The console command in its own session: on a timeout the whole group goes (an engine included)."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=ENV, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -124,7 +133,8 @@ def test_gate_imports_neither_vllm_nor_torch(bad):
 
 def test_migrate_takes_one_string_and_says_when_nothing_changed():
     code, out, err, _ = run_cli(["migrate", "vllm serve m --speculative-model '[ngram]' --num-speculative-tokens 3"])
-    assert code == 0 and err == "" and '--speculative-config \'{"method": "ngram", "num_speculative_tokens": 3}\'' in out
+    assert (code == 0 and err == ""
+            and '--speculative-config \'{"method": "ngram", "num_speculative_tokens": 3}\'' in out)
     code, out, err, _ = run_cli(["migrate", "--", "vllm", "serve", "m", "--port", "8000"])
     assert code == 0 and out.startswith("vllm serve m --port 8000\n") and "# nothing to migrate" in out
 
@@ -146,22 +156,34 @@ def _bad_configs(tmp_path):
                                    "prompt_lookup_max": 2}), "prompt_lookup_min (4) > prompt_lookup_max (2)"),
         (lambda: validation.validate({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 0,
                                    "prompt_lookup_max": 0}), "must be a whole number >= 1, got 0"),
-        (lambda: validation.validate({"method": "ngram", "num_speculative_tokens": 0}), "must be a positive integer, got 0"),
-        (lambda: validation.validate({"method": "draft_model", "num_speculative_tokens": 3}), "method draft_model needs a draft model"),
-        (lambda: validation.validate({"method": "eagle3", "num_speculative_tokens": 3}), "method eagle3 needs its drafter"),
-        (lambda: validation.validate({"method": "medusa", "num_speculative_tokens": 3}), "method medusa needs its heads"),
-        (lambda: validation.validate(configs.draft_model("/no/such/drafter")), "drafter folder /no/such/drafter does not exist"),
-        (lambda: validation.validate(configs.eagle3("./no-such-head", target=None)), "drafter folder ./no-such-head does not exist"),
-        (lambda: validation.validate(configs.ngram(3), target="/no/such/target"), "target model folder /no/such/target does not exist"),
-        (lambda: validation.validate(None, target="~/no/such/target"), "target model folder ~/no/such/target does not exist"),
+        (lambda: validation.validate({"method": "ngram", "num_speculative_tokens": 0}),
+         "must be a positive integer, got 0"),
+        (lambda: validation.validate({"method": "draft_model", "num_speculative_tokens": 3}),
+         "method draft_model needs a draft model"),
+        (lambda: validation.validate({"method": "eagle3", "num_speculative_tokens": 3}),
+         "method eagle3 needs its drafter"),
+        (lambda: validation.validate({"method": "medusa", "num_speculative_tokens": 3}),
+         "method medusa needs its heads"),
+        (lambda: validation.validate(configs.draft_model("/no/such/drafter")),
+         "drafter folder /no/such/drafter does not exist"),
+        (lambda: validation.validate(configs.eagle3("./no-such-head", target=None)),
+         "drafter folder ./no-such-head does not exist"),
+        (lambda: validation.validate(configs.ngram(3), target="/no/such/target"),
+         "target model folder /no/such/target does not exist"),
+        (lambda: validation.validate(None, target="~/no/such/target"),
+         "target model folder ~/no/such/target does not exist"),
         (lambda: validation.validate(configs.draft_model(str(broken))), "config.json is not valid JSON"),
         (lambda: validation.validate(configs.mtp(2), target=str(broken)), "config.json is not valid JSON"),
         (lambda: validation.validate({**configs.ngram(3), "prompt_lookup_maxx": 4}),
          "unknown speculative config key 'prompt_lookup_maxx' (did you mean 'prompt_lookup_max'?)"),
-        (lambda: validation.validate(configs.ngram(3), tensor_parallel_size=0), "tensor_parallel_size must be a whole number >= 1, got 0"),
-        (lambda: validation.validate(configs.draft_model("d", quantization="int8")), "quantization 'int8' is not a method vLLM has: use 'fp8'"),
-        (lambda: validation.validate(configs.draft_model("d", max_model_len=0)), "max_model_len must be a whole number >= 1, got 0"),
-        (lambda: validation.validate({**configs.ngram(3), "enforce_eager": "yes"}), "enforce_eager must be True or False"),
+        (lambda: validation.validate(configs.ngram(3), tensor_parallel_size=0),
+         "tensor_parallel_size must be a whole number >= 1, got 0"),
+        (lambda: validation.validate(configs.draft_model("d", quantization="int8")),
+         "quantization 'int8' is not a method vLLM has: use 'fp8'"),
+        (lambda: validation.validate(configs.draft_model("d", max_model_len=0)),
+         "max_model_len must be a whole number >= 1, got 0"),
+        (lambda: validation.validate({**configs.ngram(3), "enforce_eager": "yes"}),
+         "enforce_eager must be True or False"),
         (lambda: validation.validate(configs.eagle("e", target=None, draft_tensor_parallel_size=0)),
          "draft_tensor_parallel_size must be a whole number >= 1, got 0"),
         (lambda: validation.validate(configs.eagle("e", target=None, draft_tensor_parallel_size=2)),
@@ -184,7 +206,8 @@ def test_validate_keeps_good_configs(tmp_path):
     head.mkdir()
     for config in (configs.ngram(3), configs.draft_model("meta-llama/Llama-3.2-1B-Instruct", 2, max_model_len=2048),
                    configs.eagle3(str(head), target=None), configs.eagle("local:drafter-eagle", target=None),
-                   configs.mtp(1), configs.draft_model("d", quantization="fp8"), configs.for_profile("cpu-tiny", "eagle3", 3),
+                   configs.mtp(1), configs.draft_model("d", quantization="fp8"),
+                   configs.for_profile("cpu-tiny", "eagle3", 3),
                    {**configs.ngram(3), "disable_padded_drafter_batch": True}):
         assert validation.validate(config, version=(0, 32, 0)) == config
     assert validation.validate(None, target="no-org/no-such-model") is None  # an id, not a path: the Hub decides

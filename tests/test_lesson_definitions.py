@@ -44,7 +44,8 @@ def test_lesson_11_defines_the_eagle_step_and_loss_the_package_trains(lesson11):
     for a, b in ((out, out_l), (k, k_l), (v, v_l)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     # a later step: attention over step 0's keys plus its own
-    out2, _, _, _ = head.step(tokens[:, :T - 1], out[:, :T - 1], place[:T - 1] + 1, [k[..., :T - 1, :]], [v[..., :T - 1, :]])
+    out2, _, _, _ = head.step(tokens[:, :T - 1], out[:, :T - 1], place[:T - 1] + 1,
+                              [k[..., :T - 1, :]], [v[..., :T - 1, :]])
     out2_l, _, _ = lesson11["eagle_step"](head, tokens[:, :T - 1], out[:, :T - 1], place[:T - 1] + 1,
                                           [k[..., :T - 1, :]], [v[..., :T - 1, :]])
     torch.testing.assert_close(out2, out2_l, rtol=1e-5, atol=1e-5)

@@ -70,7 +70,8 @@ def test_stderr_alone_can_go_to_the_log(tmp_path, capfd):
     with logs.to_log(path, stdout=False):
         print("progress")
         print("kernel warning", file=sys.stderr)
-        subprocess.run([sys.executable, "-c", "import sys; print('child out'); print('child warning', file=sys.stderr)"])
+        subprocess.run([sys.executable, "-c",
+                        "import sys; print('child out'); print('child warning', file=sys.stderr)"])
     out, err = capfd.readouterr()
     assert out == "progress\nchild out\n" and err == ""
     assert "kernel warning" in path.read_text() and "child warning" in path.read_text()

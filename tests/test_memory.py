@@ -77,7 +77,8 @@ def test_eagle_heads_count_only_what_they_add():
     assert eagle3["attention"] == 8192 * 4096 + 2 * 8192 * 1024 + 4096 * 4096
     assert eagle3["lm_head"] == 4096 * 32000 and eagle3["embeddings"] == 0
     assert eagle3["total"] == 424_689_664
-    assert model_config.role_of(model_config.load_config("eagle-llama3.1-8b")) == "model"  # plain Llama architecture name
+    # plain Llama architecture name
+    assert model_config.role_of(model_config.load_config("eagle-llama3.1-8b")) == "model"
 
 
 def test_worked_24gib_example_8b_plus_1b_draft():
@@ -90,7 +91,8 @@ def test_worked_24gib_example_8b_plus_1b_draft():
     assert p.kv_room_bytes == pytest.approx(19.1 * GIB - 18_532_151_296)
     assert p.kv_blocks == 753 and p.kv_tokens == 12048
     assert p.max_concurrent == 1 and p.fits  # 8197 tokens need 513 blocks
-    assert plan("llama-3.1-8b", "llama-3.2-1b", gpu_gib=24, context_len=4096, num_speculative_tokens=5).max_concurrent == 2
+    assert plan("llama-3.1-8b", "llama-3.2-1b", gpu_gib=24, context_len=4096,
+                num_speculative_tokens=5).max_concurrent == 2
     assert "fits: yes" in p.explain() and "160 KiB" in p.explain()
 
 
@@ -106,7 +108,8 @@ def test_fit_decisions():
     # Llama-3.1's default max_model_len (131072) would not fit even without a draft
     assert not plan("llama-3.1-8b", gpu_gib=24, context_len=131072).fits
     # without the allowance or the draft there is more room
-    assert plan("llama-3.1-8b", gpu_gib=24, allowance=Allowance(0, 0, 0)).kv_tokens > plan("llama-3.1-8b", gpu_gib=24).kv_tokens
+    assert (plan("llama-3.1-8b", gpu_gib=24, allowance=Allowance(0, 0, 0)).kv_tokens
+            > plan("llama-3.1-8b", gpu_gib=24).kv_tokens)
     with pytest.raises(SpeclabError):
         plan("llama-3.1-8b", gpu_gib=24, gpu_memory_utilization=1.5)
 
@@ -177,4 +180,5 @@ def test_decode_parameters_and_cost_ratio_by_hand():
     assert memory.decode_parameters("eagle-llama3.1-8b") == 251_662_336 + 128256 * 4096
     assert memory.cost_ratio("llama-3.2-1b", "llama-3.1-8b") == pytest.approx(1_235_814_400 / 7_504_924_672)
     assert 0.16 < memory.cost_ratio("llama-3.2-1b", "llama-3.1-8b") < 0.17
-    assert memory.cost_ratio("eagle3-llama3.1-8b", "llama-3.1-8b") < memory.cost_ratio("eagle-llama3.1-8b", "llama-3.1-8b")
+    assert (memory.cost_ratio("eagle3-llama3.1-8b", "llama-3.1-8b")
+            < memory.cost_ratio("eagle-llama3.1-8b", "llama-3.1-8b"))

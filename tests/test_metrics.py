@@ -32,7 +32,8 @@ class _M:  # the shape of vllm.v1.metrics.reader Counter / Vector
 
 
 def test_from_llm_metrics_sums_engines():
-    ms = [_M("vllm:spec_decode_num_drafts", 4, labels={"engine": "0"}), _M("vllm:spec_decode_num_drafts", 6, labels={"engine": "1"}),
+    ms = [_M("vllm:spec_decode_num_drafts", 4, labels={"engine": "0"}),
+          _M("vllm:spec_decode_num_drafts", 6, labels={"engine": "1"}),
           _M("vllm:spec_decode_num_draft_tokens", 30), _M("vllm:spec_decode_num_accepted_tokens", 12),
           _M("vllm:spec_decode_num_accepted_tokens_per_pos", values=[6, 4, 2]), _M("vllm:num_requests_running", 3)]
     assert metrics.from_llm_metrics(ms) == SpecCounters(10, 30, 12, (6, 4, 2))
@@ -63,7 +64,8 @@ def test_from_prometheus_both_spellings():
     assert metrics.from_prometheus(PROM) == SpecCounters(10, 30, 12, (6, 4, 2))
     underscore = PROM.replace("vllm:", "vllm_")
     assert metrics.from_prometheus(underscore) == SpecCounters(10, 30, 12, (6, 4, 2))
-    no_total = "\n".join(line.replace("_total", "") for line in PROM.splitlines() if "TYPE" not in line and "HELP" not in line)
+    no_total = "\n".join(line.replace("_total", "") for line in PROM.splitlines()
+                         if "TYPE" not in line and "HELP" not in line)
     assert metrics.from_prometheus(no_total + "\n") == SpecCounters(10, 30, 12, (6, 4, 2))
 
 

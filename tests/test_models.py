@@ -38,7 +38,8 @@ def test_fetch_is_idempotent_and_verified(target_dir, monkeypatch):
         monkeypatch.setattr(models, name, never)
     assert models.fetch_smollm2() == target_dir
     config = json.loads((target_dir / "config.json").read_text())
-    assert (config["model_type"], config["num_hidden_layers"], config["hidden_size"], config["vocab_size"]) == ("llama", 30, 576, 49152)
+    assert (config["model_type"], config["num_hidden_layers"], config["hidden_size"],
+            config["vocab_size"]) == ("llama", 30, 576, 49152)
     assert config["tie_word_embeddings"] is True
     assert json.loads((target_dir / "speclab-source.json").read_text())["sha256"] == models.SMOLLM2_GGUF_SHA256
     assert (target_dir / "model.safetensors").stat().st_size > 200e6

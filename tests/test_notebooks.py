@@ -76,14 +76,18 @@ def test_series_is_numbered_and_parameterised():
         for cell in cells:
             if cell.cell_type == "code":
                 ast.parse(cell.source, filename=f"{book.name} cell {cell.get('id')}")  # fails fast, before any kernel
-        assert "parameters" in cells[0].metadata.get("tags", []), f"{book.name}: the first cell must be the parameters cell"
+        assert "parameters" in cells[0].metadata.get("tags", []), (
+            f"{book.name}: the first cell must be the parameters cell")
         for cell in cells:
             if cell.cell_type == "code" and MARK in cell.source:
-                assert cell.get("outputs"), f"{book.name}: record the checked outputs (python -m tests.record_outputs {book.name[:2]})"
+                assert cell.get("outputs"), (f"{book.name}: record the checked outputs "
+                                             f"(python -m tests.record_outputs {book.name[:2]})")
             elif cell.cell_type == "code":
-                assert not cell.get("outputs"), f"{book.name}: commit cells without outputs (only checked cells keep theirs)"
+                assert not cell.get("outputs"), (
+                    f"{book.name}: commit cells without outputs (only checked cells keep theirs)")
         prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
-        assert "What you should see" in prose and "WHAT_YOU_SHOULD_SEE" not in prose, f"{book.name}: write what a real run shows"
+        assert "What you should see" in prose and "WHAT_YOU_SHOULD_SEE" not in prose, (
+            f"{book.name}: write what a real run shows")
 
 
 def run_under_nbval(book: Path, profile: str, tmp_path: Path, check_outputs: bool = True) -> list[dict]:

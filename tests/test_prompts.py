@@ -31,7 +31,8 @@ def test_bundled_names():
     [
         ("workloads", 48, {c: 8 for c in WORKLOADS}),
         ("heldout", 24, {c: 4 for c in WORKLOADS}),
-        ("mtbench_style", 16, {c: 2 for c in ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"]}),
+        ("mtbench_style", 16, {c: 2 for c in ["writing", "roleplay", "reasoning", "math", "coding", "extraction",
+                                              "stem", "humanities"]}),
     ],
 )
 def test_bundled_counts(name, total, per_category):
@@ -67,7 +68,8 @@ def test_no_prompt_text_shared_between_sets():
 
 
 def test_passage_workloads_carry_150_to_300_words():
-    for p in load_prompts("workloads", category=["summarisation", "rag"]) + load_prompts("heldout", category=["summarisation", "rag"]):
+    for p in (load_prompts("workloads", category=["summarisation", "rag"])
+              + load_prompts("heldout", category=["summarisation", "rag"])):
         assert 150 <= len(p.text.split()) <= 300, (p.id, len(p.text.split()))
     for p in load_prompts("workloads", category="code"):
         assert "```" in p.text  # code to edit travels in the prompt
@@ -115,7 +117,8 @@ def test_txt_one_prompt_per_line(tmp_path):
     path = tmp_path / "mine.txt"
     path.write_text("Hello there\n\n  Write a haiku  \n")
     prompts = load_prompts(path)
-    assert [(p.id, p.category, p.text) for p in prompts] == [(1, "general", "Hello there"), (2, "general", "Write a haiku")]
+    assert [(p.id, p.category, p.text) for p in prompts] == [(1, "general", "Hello there"),
+                                                             (2, "general", "Write a haiku")]
     assert categories(str(path)) == ["general"]
 
 
@@ -127,16 +130,19 @@ def test_json_list_of_strings(tmp_path):
 
 def test_jsonl_with_prompt_or_text_fields(tmp_path):
     path = tmp_path / "mine.jsonl"
-    rows = [{"prompt": "alpha", "category": "x"}, {"text": "beta"}, {"id": "q7", "prompt": "gamma", "category": "x"}, "delta"]
+    rows = [{"prompt": "alpha", "category": "x"}, {"text": "beta"}, {"id": "q7", "prompt": "gamma", "category": "x"},
+            "delta"]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
     prompts = load_prompts(path)
-    assert [(p.id, p.category, p.text) for p in prompts] == [(1, "x", "alpha"), (2, "general", "beta"), ("q7", "x", "gamma"), (4, "general", "delta")]
+    assert [(p.id, p.category, p.text) for p in prompts] == [(1, "x", "alpha"), (2, "general", "beta"),
+                                                             ("q7", "x", "gamma"), (4, "general", "delta")]
     assert [p.text for p in load_prompts(path, category="x")] == ["alpha", "gamma"]
 
 
 def test_question_shape_file(tmp_path):
     path = tmp_path / "bench.jsonl"
-    path.write_text(json.dumps({"question_id": 81, "category": "writing", "turns": ["t1", "t2"], "reference": ["r"]}) + "\n")
+    path.write_text(json.dumps({"question_id": 81, "category": "writing", "turns": ["t1", "t2"],
+                                "reference": ["r"]}) + "\n")
     (prompt,) = load_prompts(path)
     assert prompt == Prompt(id=81, category="writing", text="t1", turns=("t1", "t2"), turn=0)
 
@@ -227,7 +233,8 @@ def test_chat_template_applied_once(smollm2_folder):
     encoded = apply_chat_template(tokenizer, prompts)
     for prompt, item in zip(prompts, encoded):
         ids = item["prompt_token_ids"]
-        reference = tokenizer.apply_chat_template(chat_messages(prompt), tokenize=True, add_generation_prompt=True, return_dict=False)
+        reference = tokenizer.apply_chat_template(chat_messages(prompt), tokenize=True, add_generation_prompt=True,
+                                                  return_dict=False)
         assert ids == reference
         assert ids[0] == tokenizer.bos_token_id and ids[1] != tokenizer.bos_token_id
     # a system prompt replaces the template's default one

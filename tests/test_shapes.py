@@ -36,7 +36,8 @@ def test_configs_are_complete_llama_configs(name):
 
 def test_published_values():
     c8, c1, c70 = (shapes.shape_config(n) for n in ("llama-3.1-8b", "llama-3.2-1b", "llama-3.1-70b"))
-    assert (c8["num_hidden_layers"], c8["hidden_size"], c8["intermediate_size"], c8["num_key_value_heads"]) == (32, 4096, 14336, 8)
+    assert (c8["num_hidden_layers"], c8["hidden_size"], c8["intermediate_size"],
+            c8["num_key_value_heads"]) == (32, 4096, 14336, 8)
     assert c8["rope_scaling"]["rope_type"] == "llama3" and c8["max_position_embeddings"] == 131072
     assert c8["tie_word_embeddings"] is False and c1["tie_word_embeddings"] is True and c1["head_dim"] == 64
     assert (c70["num_hidden_layers"], c70["hidden_size"], c70["num_attention_heads"]) == (80, 8192, 64)
@@ -51,11 +52,13 @@ def test_qwen3_and_mimo_shapes():
     from speclab.validation import has_mtp_layers
 
     q8, q06, head = (shapes.shape_config(n) for n in ("qwen3-8b", "qwen3-0.6b", "eagle3-qwen3-8b"))
-    assert (q8["num_hidden_layers"], q8["hidden_size"], q8["intermediate_size"], q8["num_key_value_heads"]) == (36, 4096, 12288, 8)
+    assert (q8["num_hidden_layers"], q8["hidden_size"], q8["intermediate_size"],
+            q8["num_key_value_heads"]) == (36, 4096, 12288, 8)
     assert q8["vocab_size"] == q06["vocab_size"] == head["vocab_size"] == 151936 and head["draft_vocab_size"] == 32000
     assert head["hidden_size"] == q8["hidden_size"] and shapes.shape_role("eagle3-qwen3-8b") == "eagle3"
     assert type(AutoConfig.from_pretrained(shapes.shape_dir("qwen3-0.6b"))).__name__ == "Qwen3Config"
-    mimo = AutoConfig.from_pretrained(shapes.shape_dir("mimo-7b"), trust_remote_code=True)  # its config class ships beside it
+    mimo = AutoConfig.from_pretrained(shapes.shape_dir("mimo-7b"),
+                                      trust_remote_code=True)  # its config class ships beside it
     assert mimo.model_type == "mimo" and has_mtp_layers(shapes.shape_config("mimo-7b"))
 
 

@@ -145,7 +145,8 @@ def test_a_rerun_measures_again_the_points_stored_from_fewer_engines():
     from speclab import gpu_sweep
 
     three = [{"tokens_per_s": 1.0}] * 3
-    doc = {"runs": [{"label": "baseline", "batch": 1, "engines": three}, {"label": "baseline", "batch": 16, "engines": three},
+    doc = {"runs": [{"label": "baseline", "batch": 1, "engines": three},
+                    {"label": "baseline", "batch": 16, "engines": three},
                     {"label": "old", "batch": 1}, {"label": "two", "batch": 1, "engines": three[:2]},
                     {"label": "mixed", "batch": 1, "engines": three}, {"label": "mixed", "batch": 16}]}
     assert gpu_sweep.measured_labels(doc, 3) == {"baseline"}

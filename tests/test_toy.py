@@ -43,7 +43,8 @@ def test_tables_and_temperature():
     assert greedy.sum(-1).tolist() == [1.0] * 5
     assert greedy.argmax(-1).tolist() == target.logits.argmax(-1).tolist()
     assert torch.allclose(target.table(1.0).sum(-1), torch.ones(5, dtype=torch.float64))
-    assert toy.acceptance_probability(*(m.table(1.0)[0] for m in toy.make_toy_pair(5, draft_noise=0.0))) == pytest.approx(1.0)
+    assert toy.acceptance_probability(*(m.table(1.0)[0]
+                                        for m in toy.make_toy_pair(5, draft_noise=0.0))) == pytest.approx(1.0)
     with pytest.raises(ValueError):
         target.table(-0.5)
 
@@ -67,7 +68,8 @@ def test_chi_square_pvalue_by_hand():
     half = torch.tensor([0.5, 0.5], dtype=torch.float64)
     assert toy.chi_square_pvalue(half, half, 100) == pytest.approx(1.0)
     # 60 vs 40 out of 100 against 50/50: statistic 4 on 1 degree of freedom -> p = 0.0455
-    assert toy.chi_square_pvalue(torch.tensor([0.6, 0.4], dtype=torch.float64), half, 100) == pytest.approx(0.0455, abs=1e-4)
+    assert (toy.chi_square_pvalue(torch.tensor([0.6, 0.4], dtype=torch.float64), half, 100)
+            == pytest.approx(0.0455, abs=1e-4))
     certain = torch.tensor([1.0, 0.0], dtype=torch.float64)
     assert toy.chi_square_pvalue(certain, certain, 100) == 1.0  # greedy: one possible token
     assert toy.chi_square_pvalue(torch.tensor([0.99, 0.01], dtype=torch.float64), certain, 100) == 0.0

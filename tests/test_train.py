@@ -157,7 +157,8 @@ def test_a_drafter_trained_into_the_shipped_folder_is_stored_packed(small_featur
     assert sorted(f.name for f in shipped.iterdir()) == ["card.json", "config.json", drafter_packing.PACKED]
     assert "int8" in drafter_layouts.read_card(shipped)["storage"]
     assert (drafters.loadable("medusa", shipped) / drafter_layouts.WEIGHTS).is_file()
-    assert sorted(f.name for f in (tmp_path / "elsewhere").iterdir()) == ["card.json", "config.json", drafter_layouts.WEIGHTS]
+    assert sorted(f.name for f in (tmp_path / "elsewhere").iterdir()) == ["card.json", "config.json",
+                                                                          drafter_layouts.WEIGHTS]
 
 
 def test_hand_written_prompts_are_told_apart_and_repeated_on_request(small_features, tmp_path):

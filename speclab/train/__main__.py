@@ -36,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--medusa-layers", type=int, help="medusa only: residual blocks per head (default: the recipe's)")
     p.add_argument("--hand-written-repeats", type=int,
                    help="each answer to a hand-written prompt this many times per pass (default: the recipe's)")
-    p.add_argument("--ttt-steps", type=int, help="eagle, eagle3: draft steps unrolled in training (default: the recipe's)")
+    p.add_argument("--ttt-steps", type=int,
+                   help="eagle, eagle3: draft steps unrolled in training (default: the recipe's)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--generate-data", action="store_true",
                    help=f"first make {DATA_FILE.name} with vLLM on this machine, and train on it")
@@ -49,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    help="with --generate-data: also N self-written prompts that open like everyday questions")
     p.add_argument("--documents", type=int, default=0,
                    help="with --generate-data: also N documents the target writes, with a task over each")
-    p.add_argument("--evaluate", action="store_true", help=f"measure acceptance with vLLM (k={EVAL_K}, held-out prompts)")
+    p.add_argument("--evaluate", action="store_true",
+                   help=f"measure acceptance with vLLM (k={EVAL_K}, held-out prompts)")
     p.add_argument("--num-prompts", type=int, help="held-out prompts for --evaluate (default: all)")
     return p
 

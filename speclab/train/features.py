@@ -25,7 +25,8 @@ class Features:
     aux: torch.Tensor | None = None  # [L, 3h] outputs of the EAGLE-3 layers, concatenated
     prompt_id: str = ""  # several answers to one prompt are held back together
     sample: int = 0  # 0: the greedy answer (what a greedy run must predict); 1..n: sampled ones
-    greedy: torch.Tensor | None = None  # [L] the target's argmax after each place: the token greedy verification accepts
+    # [L] the target's argmax after each place: the token greedy verification accepts
+    greedy: torch.Tensor | None = None
 
 
 def load_target(device: str = "cpu"):

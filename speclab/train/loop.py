@@ -139,9 +139,11 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     model = build_drafter(method, seqs, device, used.draft_vocab, used.medusa_layers, used.ttt_steps)
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=used.lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / steps)))
     rng = random.Random(seed)
-    prompts = sorted({s.prompt_id for s in seqs})  # hold back whole prompts: no answer to a held-back prompt is trained on
+    # hold back whole prompts: no answer to a held-back prompt is trained on
+    prompts = sorted({s.prompt_id for s in seqs})
     held = set(random.Random(seed + 1).sample(prompts, int(len(prompts) * used.val_fraction)))
     val = [s for s in seqs if s.prompt_id in held and s.sample == 0]  # judged on greedy text, as vLLM will be
     seqs = [s for s in seqs if s.prompt_id not in held]
@@ -171,7 +173,8 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
                 best = [p.detach().clone() for p in params]
         if not quiet and logging:
             shown = f" | val {result.validation[-1][1]:.3f}" if val else ""
-            print(f"[{method}] step {step:4d} loss {loss.detach().item():.3f} acc {' '.join(f'{a:.2f}' for a in accs)}{shown} "
+            print(f"[{method}] step {step:4d} loss {loss.detach().item():.3f} acc "
+                  f"{' '.join(f'{a:.2f}' for a in accs)}{shown} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
         if last:
             result.steps = step + 1
