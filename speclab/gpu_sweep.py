@@ -24,20 +24,18 @@ engines in time for a time-boxed machine.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
-from . import synthetic, vllm_features
+from . import synthetic
+from .envcheck import gpus, versions
 from .atomic import write_json
 from .synthetic import with_speedups
 from .bench import measure
@@ -75,7 +73,7 @@ def surface_plan(grid=((2, 0.8), (4, 0.8), (2, 0.6), (2, 0.9), (4, 0.6), (4, 0.9
 
 def methods_plan(k: int = 4, a: float = 0.8) -> list[Engine]:
     """EAGLE- and EAGLE-3-shaped heads at the acceptance the draft_model surface also has (k=4, a=0.8);
-    their speedups are over the surface's baseline (see ``shared_baseline``)."""
+    their speedups are over the surface's baseline (see ``surface_baseline``)."""
     return [Engine(f"eagle k={k} a={a}", "eagle", k, a), Engine(f"eagle3 k={k} a={a}", "eagle3", k, a)]
 
 
@@ -94,24 +92,6 @@ PLANS = {"speedup_surface": surface_plan, "methods": methods_plan, "tp2": tp2_pl
 
 # ---------------------------------------------------------------- the machine and its software
 
-def _dist_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def gpus() -> list[dict]:
-    """GPUs as nvidia-smi lists them (asking torch would tie CUDA memory to this process)."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-                          "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True)
-    rows = [line.split(", ") for line in out.stdout.strip().splitlines() if line.strip()]
-    return [{"name": r[0], "memory_mib": int(float(r[1])), "driver": r[2]} for r in rows if len(r) == 3]
-
-
 def gpu_memory_used_mib() -> list[int]:
     out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
                          capture_output=True, text=True)
@@ -128,16 +108,6 @@ def wait_gpu_free(limit_mib: int = 2048, timeout_s: float = 60.0) -> float:
             break
         time.sleep(1.0)
     return time.perf_counter() - start
-
-
-def environment() -> dict:
-    """Hardware, software and date: what produced the numbers."""
-
-    version = vllm_features.vllm_version()
-    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "gpus": gpus(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "vllm": ".".join(map(str, version)) if version else None,
-            "torch": _dist_version("torch"), "transformers": _dist_version("transformers")}
 
 
 # ---------------------------------------------------------------- measuring one engine
@@ -186,7 +156,7 @@ def measure_engine(profile: Profile, engine: Engine, batches: list[int], prompt_
     return rows
 
 
-TIMINGS = ("elapsed_s", "tokens_per_s", "step_ms", "engine_start_s")
+TIMINGS = (*synthetic.RATE_TIMINGS, "engine_start_s")
 
 
 def median_rows(per_engine: list[list[dict]]) -> list[dict]:
@@ -211,18 +181,25 @@ def median_rows(per_engine: list[list[dict]]) -> list[dict]:
 
 # ---------------------------------------------------------------- a part: plan -> file
 
-def shared_baseline(doc: dict, output_dir: str | Path) -> None:
-    """A part without its own baseline (``methods``) takes the surface's: one plain-decoding
-    measurement, on the same GPU, settings and number of fresh engines, for every part."""
+def surface_baseline(doc: dict, output_dir: str | Path) -> list[dict]:
+    """The surface part's baseline rows, for a part without its own (``methods``): one plain-decoding
+    measurement, on the same GPU, settings and number of fresh engines, for every part. Empty when
+    the surface has none measured with these engine settings."""
     surface = Path(output_dir) / "speedup_surface.json"
     if not surface.is_file():
-        return
+        return []
     ref = json.loads(surface.read_text())
     if ref.get("settings", {}).get("engine") != doc["settings"]["engine"]:
+        return []
+    return [r for r in ref["runs"] if r["method"] == "baseline"]
+
+
+def use_baseline(doc: dict, base: list[dict]) -> None:
+    """Put ``base`` in place of the part's own baseline rows; without any, the part keeps its own."""
+    if not base:
         return
-    base = [r for r in ref["runs"] if r["method"] == "baseline"]
     doc["runs"] = [r for r in doc["runs"] if r["method"] != "baseline"] + base
-    doc["baseline_from"] = "speedup_surface" if base else None
+    doc["baseline_from"] = "speedup_surface"
 
 
 def measured_labels(doc: dict, engines: int) -> set[str]:
@@ -252,6 +229,7 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
                              "engine": {**synthetic.engine_overrides(), **engine_options(args)}}})
     doc.setdefault("runs", [])
     doc.setdefault("errors", [])
+    base = [] if any(e.method == "baseline" for e in plan) else surface_baseline(doc, args.output_dir)
     for engine in plan:
         if engine.label in done:
             continue
@@ -274,9 +252,8 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
             doc["errors"] = ([e for e in doc["errors"] if e["label"] != engine.label]
                              + [{"label": engine.label, "error": message[:600]}])
         freed = wait_gpu_free()
-        doc["environment"] = environment()
-        if not any(e.method == "baseline" for e in plan):
-            shared_baseline(doc, args.output_dir)
+        doc["environment"] = versions(ask_torch=False)
+        use_baseline(doc, base)
         with_speedups(doc["runs"])
         write_json(path, doc)
         if args.copy_to:

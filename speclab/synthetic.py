@@ -147,6 +147,11 @@ def with_speedups(runs: list[dict]) -> list[dict]:
     return runs
 
 
+# The timings that describe a run's speed (a stored row's median, each engine's own in ``engines``);
+# speclab.gpu_sweep stores them with the engine's start time beside them.
+RATE_TIMINGS = ("elapsed_s", "tokens_per_s", "step_ms")
+
+
 def fastest_engines(reference: dict) -> dict:
     """The reference as its fastest fresh engine per point measured it (speedups recomputed).
 
@@ -160,7 +165,7 @@ def fastest_engines(reference: dict) -> dict:
         row = dict(r)
         if r.get("engines"):
             best = max(r["engines"], key=lambda e: e["tokens_per_s"])
-            row.update({key: best[key] for key in ("elapsed_s", "tokens_per_s", "step_ms") if key in best})
+            row.update({key: best[key] for key in RATE_TIMINGS if key in best})
         runs_.append(row)
     return {**reference, "runs": with_speedups(runs_), "timing": "fastest of the fresh engines"}
 

@@ -199,10 +199,16 @@ def test_a_part_without_a_baseline_takes_the_surfaces(tmp_path):
     base = _row("baseline", "baseline", 0, 1, 200.0, [199.0, 200.0, 203.0])
     (tmp_path / "speedup_surface.json").write_text(json.dumps({"settings": settings, "runs": [base]}))
     doc = {"settings": settings, "runs": [_row("baseline", "baseline", 0, 1, 150.0), _row("e", "eagle", 4, 1, 400.0)]}
-    gpu_sweep.shared_baseline(doc, tmp_path)
+    gpu_sweep.use_baseline(doc, gpu_sweep.surface_baseline(doc, tmp_path))
     synthetic.with_speedups(doc["runs"])
     assert [r["tokens_per_s"] for r in doc["runs"] if r["method"] == "baseline"] == [200.0]
     assert doc["runs"][0]["speedup"] == 2.0 and doc["baseline_from"] == "speedup_surface"
     other = {"settings": {"engine": {"max_num_seqs": 8}}, "runs": [_row("e", "eagle", 4, 1, 400.0)]}
-    gpu_sweep.shared_baseline(other, tmp_path)  # other engine settings: not the same measurement
+    # other engine settings: not the same measurement
+    gpu_sweep.use_baseline(other, gpu_sweep.surface_baseline(other, tmp_path))
     assert len(other["runs"]) == 1 and "baseline_from" not in other
+    # a surface without a baseline leaves the part's own in place
+    (tmp_path / "speedup_surface.json").write_text(json.dumps({"settings": settings, "runs": []}))
+    own = {"settings": settings, "runs": [_row("baseline", "baseline", 0, 1, 150.0)]}
+    gpu_sweep.use_baseline(own, gpu_sweep.surface_baseline(own, tmp_path))
+    assert [r["tokens_per_s"] for r in own["runs"]] == [150.0] and "baseline_from" not in own
