@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 import signal
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from . import logs, validation, weights
 from .errors import SpeclabError
+from .model_config import read_config
 from .model_refs import resolve_model
 from .models import fetch_smollm2
 from .profiles import Profile, get_profile, require_device
@@ -93,10 +93,9 @@ def engine_device() -> str:
 
 def model_max_len(model: str) -> int | None:
     """``max_position_embeddings`` of a local model folder; None for a Hugging Face id."""
-    config = Path(model) / "config.json"
-    if not config.is_file():
+    if not Path(model).is_dir():
         return None
-    return json.loads(config.read_text()).get("max_position_embeddings")
+    return (read_config(model) or {}).get("max_position_embeddings")
 
 
 def engine_kwargs(profile: Profile, speculative_config: dict | None = None, *, device: str | None = None,

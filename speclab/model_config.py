@@ -12,11 +12,37 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpeclabError
+from .errors import ConfigError, SpeclabError
 from .model_refs import target_path
 from .models import SMOLLM2_NAME, cache_dir, is_complete
 from .profiles import get_profile
 from .shapes import SHAPES, shape_config
+
+
+def parse_config(path: Path) -> dict:
+    """A config.json file's contents; a broken file is a one-line error that says what to do."""
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): "
+                          "fix it or fetch the model again") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text: fix it or fetch the model again") from None
+
+
+def read_config(model: str | Path) -> dict | None:
+    """A model's config.json from a local folder or the Hugging Face cache, never the network; None
+    where neither has it."""
+    path = Path(model).expanduser()
+    if (path / "config.json").is_file():
+        return parse_config(path / "config.json")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(str(model), "config.json")
+    except Exception:
+        return None
+    return parse_config(Path(cached)) if isinstance(cached, str) else None
 
 
 def load_config(ref) -> dict:
@@ -27,7 +53,7 @@ def load_config(ref) -> dict:
     if path.is_dir():
         path = path / "config.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        return parse_config(path)
     return shape_config(str(ref))
 
 
@@ -97,9 +123,6 @@ def provisioned_config(profile=None) -> dict | None:
     if ref == f"local:{SMOLLM2_NAME}":
         return load_config(target_path(profile)) if is_complete(cache_dir() / "models" / SMOLLM2_NAME) else None
     try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(ref, "config.json")
-        return load_config(cached) if isinstance(cached, str) else None
-    except Exception:
+        return read_config(ref)
+    except ConfigError:  # a broken cached file: the estimate falls back to the shape, the engine will say more
         return None

@@ -9,11 +9,11 @@ size or head count does not fit its target. Each refusal is one line that says w
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 from .configs import DEFAULT_EAGLE, DEFAULT_EAGLE3, LLAMA_TARGET, METHODS, SPECLAB_KEYS, _did_you_mean, check_fields
 from .errors import ConfigError
+from .model_config import read_config
 from .vllm_features import require_synthetic_acceptance, source_literals, vllm_version
 
 MEDUSA_REMOVED_IN = (0, 33)  # medusa and mlp_speculator were removed from vLLM in 0.33.0
@@ -49,30 +49,6 @@ def _check_local(model, what: str) -> None:
     if isinstance(model, str) and looks_local(model) and not Path(model).expanduser().exists():
         raise ConfigError(f"{what} folder {model} does not exist: check the path (a Hugging Face id looks like "
                           "owner/name)")
-
-
-def _load_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): "
-                          "fix it or fetch the model again") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path} is not UTF-8 text: fix it or fetch the model again") from None
-
-
-def _read_config_json(model: str) -> dict | None:
-    """A model's config.json from a local folder or the Hugging Face cache, without network."""
-    path = Path(model).expanduser()
-    if (path / "config.json").is_file():
-        return _load_json(path / "config.json")
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(model, "config.json")
-    except Exception:
-        return None
-    return _load_json(Path(cached)) if isinstance(cached, str) else None
 
 
 MTP_CONFIG_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_predict")
@@ -135,12 +111,12 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
         if config.get("model") == default and str(target) != LLAMA_TARGET:
             raise ConfigError(f"{method} drafter {default} was trained for {LLAMA_TARGET}, not {target}: pass a "
                               "drafter for your target")
-    target_cfg = (_read_config_json(target) if target else None) or {}
+    target_cfg = (read_config(target) if target else None) or {}
     if method == "mtp" and target_cfg and not has_mtp_layers(target_cfg):
         raise ConfigError(f"method mtp needs a target with MTP layers and {target} has none: use eagle3, draft_model "
                           "or ngram")
     has_drafter = method in ("draft_model", "eagle", "eagle3", "medusa") and config.get("model")
-    draft_cfg = (_read_config_json(config["model"]) if has_drafter else None) or {}  # a broken one fails here
+    draft_cfg = (read_config(config["model"]) if has_drafter else None) or {}  # a broken one fails here
     if method == "draft_model" and not config.get("use_heterogeneous_vocab"):
         tv, dv = target_cfg.get("vocab_size"), draft_cfg.get("vocab_size")
         if tv and dv and tv != dv:
