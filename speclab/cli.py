@@ -28,8 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test", action="store_true", help="check acceptance length against the reference values")
-    p.add_argument("--method", default="eagle",
-                   choices=["ngram", "eagle", "eagle3", "mtp", "draft_model", "medusa", "suffix"])
+    p.add_argument("--method", default="eagle", choices=configs.METHODS)
     p.add_argument("--backend", default="openai", choices=["openai", "openai-chat"])
     p.add_argument("--num-spec-tokens", type=int, default=2)
     p.add_argument("--prompt-lookup-max", type=int, default=5)
