@@ -1,4 +1,5 @@
-"""What a lesson teaches, defined in its cells, agrees with the package's twin (no engine)."""
+"""What lesson 11 teaches (the EAGLE head's draft step and loss, a Llama layer), defined in its
+cells, agrees with the package (no engine)."""
 
 import pytest
 import torch
