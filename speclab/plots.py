@@ -91,6 +91,20 @@ def grouped_bars(table: dict[str, dict[str, float]], ylabel: str, title: str = "
     return fig
 
 
+def tree_mask(mask, labels: list[str], title: str = "Which drafted tokens each node sees"):
+    """A token tree's attention mask as a grid: row i is the node being scored, a filled cell j a node
+    it attends to (itself and its ancestors); the context, seen by every node, is left out."""
+    fig, ax = plt.subplots(figsize=(1.2 + 0.42 * len(labels), 1.0 + 0.42 * len(labels)))
+    ax.imshow(mask, cmap="Blues", vmin=0, vmax=1.4)
+    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlabel("attends to")
+    ax.set_ylabel("node")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def speculation_under_load(concurrency: list[int], throughput: dict[str, list[float]],
                            speedups: list[float | None] | dict[str, list[float | None]],
                            title: str = "Speculation under load"):

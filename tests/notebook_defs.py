@@ -5,6 +5,7 @@ hold imports and definitions only (no engine, no long run): executing them in or
 lesson's own functions and classes, which a test compares with their twins in ``speclab``.
 """
 
+import ast
 from pathlib import Path
 
 import nbformat
@@ -29,3 +30,23 @@ def lesson_definitions(lesson: str) -> dict:
     for source in cells:
         exec(compile(source, f"<{lesson}>", "exec"), namespace)
     return namespace
+
+
+def not_definitions(lesson: str) -> list[str]:
+    """Statements of ``lesson``'s defining cells other than imports, definitions and docstrings: a
+    defining cell must hold none, so executing the cells runs no lesson code."""
+    allowed = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
+    found = []
+    for source in defining_cells(lesson):
+        for node in ast.parse(source).body:
+            docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            if not (isinstance(node, allowed) or docstring):
+                found.append(ast.unparse(node)[:80])
+    return found
+
+
+def not_the_lessons_own(namespace: dict, lesson: str, names) -> list[str]:
+    """Which of ``names`` are missing from ``lesson``'s namespace or were defined elsewhere (the
+    package's twin imported under the same name would pass every comparison)."""
+    return [name for name in names
+            if not callable(namespace.get(name)) or namespace[name].__module__ != f"lesson_{lesson}"]

@@ -9,12 +9,11 @@ the output distribution against the target's exact marginal (with wrong residual
 same check), and greedy decoding giving the target's greedy text.
 """
 
-import ast
 import itertools
 
 import pytest
 import torch
-from notebook_defs import defining_cells, lesson_definitions
+from notebook_defs import defining_cells, lesson_definitions, not_definitions, not_the_lessons_own
 
 from speclab import toy
 
@@ -44,20 +43,13 @@ def wrong_p(p, q):
 
 
 def test_defining_cells_hold_only_imports_and_definitions():
-    sources = defining_cells(LESSON)
-    assert len(sources) >= 5
-    allowed = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
-    for source in sources:
-        for node in ast.parse(source).body:
-            docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-            assert isinstance(node, allowed) or docstring, f"not a definition: {ast.unparse(node)[:80]}"
+    assert len(defining_cells(LESSON)) >= 5
+    assert not_definitions(LESSON) == []
 
 
 def test_the_lesson_defines_the_algorithm_itself(lesson):
     """The functions are the lesson's own code, not the package's under the same names."""
-    for name in TAUGHT:
-        assert callable(lesson.get(name)), name
-        assert lesson[name].__module__ == f"lesson_{LESSON}", name
+    assert not_the_lessons_own(lesson, LESSON, TAUGHT) == []
     assert not any("speclab" in source for source in defining_cells(LESSON))
 
 
