@@ -1,4 +1,7 @@
-"""speclab's vLLM plugin: engine processes that exit at once.
+"""speclab's vLLM plugin: engine processes that exit at once, and a correct CPU sampler.
+
+In every vLLM process it first installs ``speclab.vllm_cpu_fixes`` (vLLM's CPU build spreads a
+request's temperature over its draft tokens wrongly, which breaks speculative sampling there).
 
 vLLM's EngineCore and its workers are processes of their own, and each holds torch.compile's
 whole object graph. When one exits, the interpreter's last garbage collection walks all of it:
@@ -9,9 +12,9 @@ that machine, one engine at a time: a close took 2.2-2.3 s, and /dev/shm kept no
 What stays unfreed is reported by nanobind (Triton's bindings) as "leaked instances" in the
 engine's log: the process is exiting, so the memory goes back to the system all the same.
 
-vLLM runs every ``vllm.general_plugins`` entry point in each of its processes; this one acts only
-in processes that multiprocessing started (EngineCore, workers), never in the notebook kernel or
-script that opened the engine. ``VLLM_PLUGINS`` naming other plugins only leaves it out.
+vLLM runs every ``vllm.general_plugins`` entry point in each of its processes; the heap freeze acts
+only in processes that multiprocessing started (EngineCore, workers), never in the notebook kernel
+or script that opened the engine. ``VLLM_PLUGINS`` naming other plugins only leaves it out.
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ import atexit
 import gc
 import multiprocessing
 
+from . import vllm_cpu_fixes
+
 _registered = False
 
 
 def register() -> None:
-    """vLLM's entry point: in a vLLM child process, freeze the heap at exit (once per process)."""
+    """vLLM's entry point: correct the CPU sampler; in a vLLM child process, freeze the heap at exit
+    (once per process)."""
     global _registered
+    vllm_cpu_fixes.install()
     if _registered or multiprocessing.parent_process() is None:
         return
     _registered = True
