@@ -33,8 +33,11 @@ def _check_k(k) -> int:
 # every key speclab's builders (and speclab.synthetic) put in a config
 SPECLAB_KEYS = ("method", "num_speculative_tokens", "model", "prompt_lookup_max", "prompt_lookup_min", "max_model_len",
                 "enforce_eager", "draft_tensor_parallel_size", "quantization", "use_heterogeneous_vocab",
-                "parallel_drafting", "disable_padded_drafter_batch", "rejection_sample_method",
+                "parallel_drafting", "disable_padded_drafter_batch", "rejection_sample_method", "draft_sample_method",
                 "synthetic_acceptance_rates", "synthetic_acceptance_length")
+# how a drafter picks its tokens: its argmax (vLLM's default) or a sample from its distribution (lesson 13)
+DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
+SAMPLING_DRAFTERS = ("draft_model", "eagle", "eagle3")
 POSITIVE_INT_KEYS = ("prompt_lookup_max", "prompt_lookup_min", "draft_tensor_parallel_size", "max_model_len")
 BOOL_KEYS = ("enforce_eager", "use_heterogeneous_vocab", "parallel_drafting", "disable_padded_drafter_batch")
 # vLLM has no default drafter for these: without ``model`` it stops at start-up
@@ -77,6 +80,8 @@ def check_fields(config) -> dict:
         raise ConfigError(f"prompt_lookup_min ({lo}) > prompt_lookup_max ({hi}): lower the min or raise the max")
     if config.get("num_speculative_tokens_per_batch_size") is not None:
         _check_schedule(config["num_speculative_tokens_per_batch_size"])
+    if "draft_sample_method" in config:
+        _check_draft_sampling(config)
     model = config.get("model")
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise ConfigError(f"model must be a folder or a Hugging Face id (text), got {model!r}")
@@ -89,6 +94,20 @@ def check_fields(config) -> dict:
     if quant is not None and not isinstance(quant, str):
         raise ConfigError(f"quantization must be a method name such as 'fp8', got {quant!r}")
     return config
+
+
+def _check_draft_sampling(config: dict) -> None:
+    """A sampled draft needs a drafter with a distribution, and the target's vocabulary to compare it with."""
+    how, method = config["draft_sample_method"], config["method"]
+    if how not in DRAFT_SAMPLE_METHODS:
+        raise ConfigError(f"draft_sample_method must be one of {', '.join(map(repr, DRAFT_SAMPLE_METHODS))}, "
+                          f"got {how!r}{_did_you_mean(how, DRAFT_SAMPLE_METHODS)}")
+    if how == "probabilistic" and method not in SAMPLING_DRAFTERS:
+        raise ConfigError(f"draft_sample_method 'probabilistic' needs a drafter with a distribution "
+                          f"({', '.join(SAMPLING_DRAFTERS)}); {method} proposes tokens without one")
+    if how == "probabilistic" and config.get("use_heterogeneous_vocab"):
+        raise ConfigError("draft_sample_method 'probabilistic' compares the draft's distribution with the target's, "
+                          "which needs one vocabulary: drop use_heterogeneous_vocab or draft greedily")
 
 
 def _check_schedule(schedule) -> None:
@@ -127,14 +146,15 @@ def suffix(k: int = DEFAULT_K) -> dict:
 def draft_model(model: str | None = None, k: int = DEFAULT_K, *, max_model_len: int | None = None,
                 enforce_eager: bool | None = None, draft_tensor_parallel_size: int | None = None,
                 use_heterogeneous_vocab: bool = False, parallel_drafting: bool = False,
-                quantization: str | None = None) -> dict:
+                quantization: str | None = None, draft_sample_method: str | None = None) -> dict:
     """A separate, smaller model of the same family proposes k tokens autoregressively."""
     _check_k(k)
     if not model:
         raise ConfigError(NEEDS_MODEL["draft_model"])
     cfg = {"method": "draft_model", "model": str(model), "num_speculative_tokens": k}
     optional = {"max_model_len": max_model_len, "enforce_eager": enforce_eager,
-                "draft_tensor_parallel_size": draft_tensor_parallel_size, "quantization": quantization}
+                "draft_tensor_parallel_size": draft_tensor_parallel_size, "quantization": quantization,
+                "draft_sample_method": draft_sample_method}
     cfg.update({key: v for key, v in optional.items() if v is not None})
     if use_heterogeneous_vocab:
         cfg["use_heterogeneous_vocab"] = True
@@ -144,7 +164,7 @@ def draft_model(model: str | None = None, k: int = DEFAULT_K, *, max_model_len: 
 
 
 def _eagle(method: str, default: str, model, k, target, disable_padded_drafter_batch, parallel_drafting,
-           draft_tensor_parallel_size=None) -> dict:
+           draft_tensor_parallel_size=None, draft_sample_method=None) -> dict:
     _check_k(k)
     model = str(model or default)
     if model == default and target is not None and str(target) != LLAMA_TARGET:
@@ -159,27 +179,29 @@ def _eagle(method: str, default: str, model, k, target, disable_padded_drafter_b
         cfg["parallel_drafting"] = True
     if draft_tensor_parallel_size is not None:
         cfg["draft_tensor_parallel_size"] = draft_tensor_parallel_size
+    if draft_sample_method is not None:
+        cfg["draft_sample_method"] = draft_sample_method
     return check_fields(cfg)
 
 
 def eagle(model: str | None = None, k: int = DEFAULT_K, *, target: str | None = LLAMA_TARGET,
           disable_padded_drafter_batch: bool = False, parallel_drafting: bool = False,
-          draft_tensor_parallel_size: int | None = None) -> dict:
+          draft_tensor_parallel_size: int | None = None, draft_sample_method: str | None = None) -> dict:
     """EAGLE: a one-layer head that drafts from the target's last hidden state."""
     return _eagle("eagle", DEFAULT_EAGLE, model, k, target, disable_padded_drafter_batch, parallel_drafting,
-                  draft_tensor_parallel_size=draft_tensor_parallel_size)
+                  draft_tensor_parallel_size, draft_sample_method)
 
 
 def eagle3(model: str | None = None, k: int = DEFAULT_K, *, target: str | None = LLAMA_TARGET,
            disable_padded_drafter_batch: bool = False, parallel_drafting: bool = False,
-           draft_tensor_parallel_size: int | None = None) -> dict:
+           draft_tensor_parallel_size: int | None = None, draft_sample_method: str | None = None) -> dict:
     """EAGLE-3: drafts from low, middle and high hidden states of the target, fused.
 
     Which target layers it reads is the drafter's own setting (``eagle_aux_hidden_state_layer_ids``
     in its config.json), not a speculative-config field.
     """
     return _eagle("eagle3", DEFAULT_EAGLE3, model, k, target, disable_padded_drafter_batch, parallel_drafting,
-                  draft_tensor_parallel_size)
+                  draft_tensor_parallel_size, draft_sample_method)
 
 
 def mtp(k: int = DEFAULT_K, model: str | None = None) -> dict:

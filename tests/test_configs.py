@@ -42,12 +42,37 @@ def test_seed_defaults():
      "is not three whole numbers"),
     (lambda: configs.check_fields({**configs.ngram(3), "num_speculative_tokens_per_batch_size": []}),
      "must be a non-empty list"),
+    (lambda: configs.eagle3("heads", 3, target=None, draft_sample_method="random"),
+     "draft_sample_method must be one of 'greedy', 'probabilistic', got 'random'"),
+    (lambda: configs.check_fields({**configs.ngram(3), "draft_sample_method": "probabilistic"}),
+     "ngram proposes tokens without one"),
+    (lambda: configs.draft_model("d", use_heterogeneous_vocab=True, draft_sample_method="probabilistic"),
+     "drop use_heterogeneous_vocab or draft greedily"),
 ])
 def test_bad_input_one_line(call, fragment):
     with pytest.raises(ConfigError) as err:
         call()
     assert fragment in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_draft_sample_method_reaches_the_config():
+    """vLLM's own field: 'greedy' (its default, left out unless asked for) or 'probabilistic'."""
+    assert configs.eagle3("heads", 3, target=None, draft_sample_method="probabilistic") == {
+        "method": "eagle3", "model": "heads", "num_speculative_tokens": 3, "draft_sample_method": "probabilistic"}
+    assert configs.build("draft_model", 2, model="d", draft_sample_method="greedy")["draft_sample_method"] == "greedy"
+    assert "draft_sample_method" not in configs.eagle("heads", target=None)
+
+
+def test_validate_refuses_draft_sampling_where_vllm_lacks_it(monkeypatch):
+    config = configs.eagle("heads", 3, target=None, draft_sample_method="probabilistic")
+    fields = {"method", "model", "num_speculative_tokens"}
+    monkeypatch.setattr(validation, "source_literals", lambda: (frozenset(fields), frozenset()))
+    with pytest.raises(ConfigError, match="has no draft_sample_method .its drafters always draft greedily."):
+        validation.validate(config, version=(0, 26, 0))
+    monkeypatch.setattr(validation, "source_literals",
+                        lambda: (frozenset(fields | {"draft_sample_method"}), frozenset()))
+    assert validation.validate(config, version=(0, 32, 0)) is config
 
 
 def test_batch_size_schedule_accepted_with_gaps():

@@ -42,7 +42,7 @@ PER_NOTEBOOK = {
     "10_serving_and_monitoring": {"concurrency": [1, 2], "requests_per_level": 2, "output_len": 16,
                                   "sample_interval": 0.5},
     "11_train_your_own_drafter": {"steps": 4, "num_sequences": 4, "num_prompts": 2},
-    "13_token_trees": {"budgets": [1, 4]},
+    "13_token_trees": {"budgets": [1, 4], "vllm_methods": ["eagle3"], "vllm_temperatures": [0.0, 1.0]},
 }
 BOOKS = series()
 
