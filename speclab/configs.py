@@ -37,7 +37,7 @@ SPECLAB_KEYS = ("method", "num_speculative_tokens", "model", "prompt_lookup_max"
                 "synthetic_acceptance_rates", "synthetic_acceptance_length")
 # how a drafter picks its tokens: its argmax (vLLM's default) or a sample from its distribution (lesson 13)
 DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
-SAMPLING_DRAFTERS = ("draft_model", "eagle", "eagle3")
+SAMPLING_DRAFTERS = ("draft_model", "eagle", "eagle3", "mtp")  # vLLM's proposers that keep the draft's probabilities
 POSITIVE_INT_KEYS = ("prompt_lookup_max", "prompt_lookup_min", "draft_tensor_parallel_size", "max_model_len")
 BOOL_KEYS = ("enforce_eager", "use_heterogeneous_vocab", "parallel_drafting", "disable_padded_drafter_batch")
 # vLLM has no default drafter for these: without ``model`` it stops at start-up

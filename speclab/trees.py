@@ -187,11 +187,12 @@ def sampled_tree(draft: ToyModel, context: Sequence[int], widths: Sequence[int],
         for parent in level:
             q = draft.next_token_probs(list(context) + text[parent], temperature)
             for _ in range(width):
-                text[len(tokens)] = text[parent] + [sample(q, generator)]
-                next_level.append(len(tokens))
-                tokens.append(text[len(tokens)][-1])
+                node, token = len(tokens), sample(q, generator)
+                text[node] = text[parent] + [token]
+                tokens.append(token)
                 parents.append(parent)
                 probs.append(q)
+                next_level.append(node)
         level = next_level
     return TokenTree(tuple(tokens), tuple(parents), torch.stack(probs) if probs else None)
 

@@ -62,6 +62,10 @@ def test_draft_sample_method_reaches_the_config():
         "method": "eagle3", "model": "heads", "num_speculative_tokens": 3, "draft_sample_method": "probabilistic"}
     assert configs.build("draft_model", 2, model="d", draft_sample_method="greedy")["draft_sample_method"] == "greedy"
     assert "draft_sample_method" not in configs.eagle("heads", target=None)
+    # MTP layers draft through vLLM's EAGLE proposer, which keeps their probabilities; Medusa's heads do not
+    assert configs.check_fields({**configs.mtp(2), "draft_sample_method": "probabilistic"})
+    with pytest.raises(ConfigError, match="medusa proposes tokens without one"):
+        configs.check_fields({**configs.medusa("heads", 2), "draft_sample_method": "probabilistic"})
 
 
 def test_validate_refuses_draft_sampling_where_vllm_lacks_it(monkeypatch):
