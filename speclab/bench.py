@@ -262,11 +262,11 @@ def compare(profile: str | Profile | None, speculative_config: dict, inputs: lis
 
 
 def prompt_inputs(profile: str | Profile | None, source: str = "mtbench_style", category=None,
-                  num_prompts: int | None = None, model: str | None = None):
-    """Load a prompt set and render it with the chat template of the profile's target (or of
-    ``model``) -> (prompts, inputs). A model with random weights has no tokenizer of its own:
+                  num_prompts: int | None = None, model: str | None = None, per_category: int | None = None):
+    """Load a prompt set (``load_prompts``'s selection) and render it with the chat template of the profile's
+    target (or of ``model``) -> (prompts, inputs). A model with random weights has no tokenizer of its own:
     SmolLM2's renders the prompts."""
-    prompts = load_prompts(source, category=category, num_prompts=num_prompts)
+    prompts = load_prompts(source, category=category, num_prompts=num_prompts, per_category=per_category)
     tokenizer = load_tokenizer(tokenizer_path(profile, model))
     return prompts, apply_chat_template(tokenizer, prompts)
 
@@ -341,6 +341,74 @@ def by_category(profile: str | Profile | None, runs: dict[str, dict | None], pro
         groups.setdefault(p.category, []).append(inp)
     return grid(profile, runs, {cat: (inp, sampling_params) for cat, inp in groups.items()}, log=log,
                 **engine_overrides)
+
+
+def one_at_a_time(profile: str | Profile | None, runs: dict[str, dict | None], prompts: list, inputs: list,
+                  sampling_params, *, log=None, **engine_overrides) -> dict[str, dict[str, list[RunStats]]]:
+    """Every prompt measured alone (batch 1, a single user's request; Spec-Bench measures methods this way),
+    one engine per config -> result[label][category]: one ``RunStats`` per prompt, in the set's order.
+
+    Alone, each prompt's acceptance and speed are its own, so a category's figure comes with a spread.
+    """
+    flat = grid(profile, runs, {str(i): ([inp], sampling_params) for i, inp in enumerate(inputs)}, log=log,
+                **engine_overrides)
+    out: dict[str, dict[str, list[RunStats]]] = {}
+    for label, cells in flat.items():
+        for i, p in enumerate(prompts):
+            out.setdefault(label, {}).setdefault(p.category, []).append(cells[str(i)])
+    return out
+
+
+def combine(runs: list[RunStats], label: str | None = None) -> RunStats:
+    """Runs made one after another, as one run: tokens, seconds and counters add up and the outputs keep their
+    order, so a category's prompts measured alone give one acceptance length and one speedup (total tokens
+    over total time) and compare with the baseline's like a batch would."""
+    if not runs:
+        raise ValueError("combine needs at least one run")
+    return RunStats(
+        label=label or runs[0].label, num_prompts=sum(r.num_prompts for r in runs),
+        output_tokens=sum(r.output_tokens for r in runs), elapsed_s=sum(r.elapsed_s for r in runs),
+        counters=sum((r.counters for r in runs), metrics.SpecCounters()),
+        ttft_s=[t for r in runs for t in r.ttft_s], tpot_s=[t for r in runs for t in r.tpot_s],
+        token_ids=[ids for r in runs for ids in r.token_ids], texts=[t for r in runs for t in r.texts],
+        margins=[m for r in runs for m in r.margins], engine_start_s=runs[0].engine_start_s)
+
+
+def prompt_speedups(per_prompt: dict[str, dict[str, list[RunStats]]],
+                    baseline: str = "baseline") -> dict[str, dict[str, list[float]]]:
+    """result[label][category] (one run per prompt) -> each prompt's speedup against the baseline's same prompt."""
+    base = per_prompt[baseline]
+    return {label: {cat: [metrics.speedup(r.output_tokens_per_s, b.output_tokens_per_s)
+                          for r, b in zip(runs, base[cat], strict=True)] for cat, runs in cats.items()}
+            for label, cats in per_prompt.items() if label != baseline}
+
+
+@dataclass(frozen=True)
+class CategoryWinner:
+    """The fastest method of a category, and on how many of its prompts it beat the baseline."""
+
+    method: str
+    speedup: float
+    prompts_faster: int
+    num_prompts: int
+
+    def __str__(self) -> str:
+        return (f"{self.method} {self.speedup:.2f}x (faster than the baseline on {self.prompts_faster} of "
+                f"{self.num_prompts} prompts)")
+
+
+def category_winners(speedup: dict[str, dict[str, float]],
+                     prompt_speedup: dict[str, dict[str, list[float]]]) -> dict[str, CategoryWinner | None]:
+    """speedup[method][category] -> per category the fastest method, or None where none beat the baseline
+    (speculation there is pure cost). ``prompt_speedup`` gives each prompt's figure behind the category's."""
+    categories = list(dict.fromkeys(c for cats in speedup.values() for c in cats))
+    out: dict[str, CategoryWinner | None] = {}
+    for cat in categories:
+        method = max((m for m in speedup if cat in speedup[m]), key=lambda m: speedup[m][cat])
+        each = prompt_speedup[method][cat]
+        out[cat] = (CategoryWinner(method, speedup[method][cat], sum(x > 1.0 for x in each), len(each))
+                    if speedup[method][cat] > 1.0 else None)
+    return out
 
 
 def greedy_checks(results: dict[str, dict[str, RunStats]], label: str,

@@ -72,15 +72,20 @@ def sweep(xs: list, series: dict[str, list[float]], xlabel: str, ylabel: str, ti
     return fig
 
 
-def grouped_bars(table: dict[str, dict[str, float]], ylabel: str, title: str = "", reference: float | None = None):
-    """table[group][series] -> value, e.g. acceptance length per workload category and method."""
+def grouped_bars(table: dict[str, dict[str, float]], ylabel: str, title: str = "", reference: float | None = None,
+                 points: dict[str, dict[str, list[float]]] | None = None):
+    """table[group][series] -> value, e.g. acceptance length per workload category and method;
+    points[group][series] -> the values behind a bar (one per prompt), drawn as dots on it."""
     groups = list(table)
     series = sorted({s for g in groups for s in table[g]})
-    fig, ax = plt.subplots(figsize=(7.2, 3.8))
+    fig, ax = plt.subplots(figsize=(max(7.2, 0.25 * len(groups) * len(series) + 2.0), 3.8))
     width = 0.8 / max(len(series), 1)
     for j, s in enumerate(series):
         xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(groups))]
         ax.bar(xs, [table[g].get(s, 0.0) for g in groups], width=width, label=s)
+        for x, g in zip(xs, groups):
+            values = (points or {}).get(g, {}).get(s, [])
+            ax.plot([x] * len(values), values, "o", color="black", markersize=2.5, alpha=0.7)
     if reference is not None:
         ax.axhline(reference, color="grey", lw=1, ls=":")
     ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right")

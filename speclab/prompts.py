@@ -6,7 +6,7 @@ lesson runs on a named prompt set with categories. Each source becomes a list of
 :class:`Prompt` records; :func:`apply_chat_template` turns them into token ids for vLLM.
 
 Accepted sources:
-- a bundled set by name: ``workloads``, ``mtbench_style``, ``heldout``, ``train``
+- a bundled set by name: ``workloads``, ``mtbench_style``, ``specbench_style``, ``heldout``, ``train``
   (``data/prompts/<name>.jsonl``);
 - a ``.jsonl`` file in the MT-bench / Spec-Bench shape
   (``{"question_id": 1, "category": "code", "turns": ["..."]}`` per line), or with a
@@ -23,6 +23,7 @@ import json
 import os
 import re
 import socket
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -54,21 +55,27 @@ def bundled() -> list[str]:
 
 
 def load_prompts(source, category=None, num_prompts: int | None = None, turns: str = "first",
-                 split: str = "train") -> list[Prompt]:
+                 split: str = "train", per_category: int | None = None) -> list[Prompt]:
     """Load a prompt set, optionally one or more categories and the first ``num_prompts`` questions.
 
     ``num_prompts`` takes questions from each (selected) category in turn, so a small run
-    still covers every workload. ``turns="first"`` gives one record per question
+    still covers every workload; ``per_category`` instead takes the first that many of every
+    category (all of a smaller one). ``turns="first"`` gives one record per question
     (its first turn); ``turns="each"`` one record per turn (later turns need the earlier
     answers, see :func:`chat_messages`). ``split`` is used for Hugging Face datasets only.
     """
     if turns not in TURN_MODES:
         raise SpeclabError(f"turns={turns!r} is not supported: use one of {', '.join(TURN_MODES)}")
-    if num_prompts is not None and (not isinstance(num_prompts, int) or num_prompts < 1):
-        raise SpeclabError(f"num_prompts must be a positive whole number or None, not {num_prompts!r}")
+    for name, value in (("num_prompts", num_prompts), ("per_category", per_category)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise SpeclabError(f"{name} must be a positive whole number or None, not {value!r}")
+    if num_prompts is not None and per_category is not None:
+        raise SpeclabError("give num_prompts (spread over the categories) or per_category, not both")
     questions = _select_categories(_read_source(source, split), category, source)
     if num_prompts is not None:
         questions = _take_round_robin(questions, num_prompts)
+    if per_category is not None:
+        questions = _first_of_each_category(questions, per_category)
     if turns == "first":
         return questions
     return [Prompt(q.id, q.category, text, q.turns, n) for q in questions for n, text in enumerate(q.turns)]
@@ -209,6 +216,17 @@ def _select_categories(questions: list[Prompt], category, source) -> list[Prompt
         raise SpeclabError(f"no category {', '.join(map(repr, unknown))} in {os.fspath(source)}: choose from "
                            f"{', '.join(available)}")
     return [q for q in questions if q.category in wanted]
+
+
+def _first_of_each_category(questions: list[Prompt], count: int) -> list[Prompt]:
+    """The first ``count`` questions of every category, in file order."""
+    seen: Counter[str] = Counter()
+    kept = []
+    for q in questions:
+        seen[q.category] += 1
+        if seen[q.category] <= count:
+            kept.append(q)
+    return kept
 
 
 def _take_round_robin(questions: list[Prompt], count: int) -> list[Prompt]:

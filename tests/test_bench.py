@@ -90,3 +90,54 @@ def test_grid_refuses_an_only_that_names_nothing_it_has_before_any_engine():
     for only in ({"ngram k=9": ["T=0.0"]}, {"baseline": ["T=0.5"]}, {"baseline": []}):
         with pytest.raises(ConfigError, match="grid: 'only' names"):
             bench.grid("cpu-tiny", {"baseline": None}, groups, only=only)
+
+
+# --- a category measured one prompt at a time (lesson 08) ------------------------------------
+
+
+def _alone(label, tokens, seconds, counters=SpecCounters(), ids=(1,)):
+    return RunStats(label, 1, tokens, seconds, counters, token_ids=[list(ids)], texts=[label],
+                    margins=[[4.0] * len(ids)])
+
+
+def test_combine_adds_prompts_measured_one_after_another():
+    from speclab.bench import combine
+
+    a = _alone("a", 100, 2.0, SpecCounters(40, 120, 60, (30, 20, 10)), ids=(1, 2))
+    b = _alone("b", 50, 0.5, SpecCounters(10, 30, 20, (9, 7, 4)), ids=(3,))
+    both = combine([a, b], "ngram/code")
+    assert (both.label, both.num_prompts, both.output_tokens, both.elapsed_s) == ("ngram/code", 2, 150, 2.5)
+    assert both.output_tokens_per_s == pytest.approx(60.0)  # total tokens over total time, not a mean of rates
+    assert both.counters == SpecCounters(50, 150, 80, (39, 27, 14))
+    assert both.counters.acceptance_length == pytest.approx(1 + 80 / 50)
+    assert both.token_ids == [[1, 2], [3]] and both.texts == ["a", "b"]
+    with pytest.raises(ValueError):
+        combine([])
+
+
+def test_prompt_speedups_and_category_winners():
+    from speclab import bench
+
+    per_prompt = {
+        "baseline": {"code": [_alone("b", 100, 2.0), _alone("b", 100, 2.0)], "chat": [_alone("b", 100, 1.0)]},
+        "ngram": {"code": [_alone("n", 100, 1.0), _alone("n", 100, 2.5)], "chat": [_alone("n", 100, 2.0)]},
+        "eagle": {"code": [_alone("e", 100, 1.6), _alone("e", 100, 1.6)], "chat": [_alone("e", 100, 1.25)]},
+    }
+    each = bench.prompt_speedups(per_prompt)
+    assert each == {"ngram": {"code": [2.0, 0.8], "chat": [0.5]}, "eagle": {"code": [1.25, 1.25], "chat": [0.8]}}
+    results = {label: {c: bench.combine(runs) for c, runs in cats.items()} for label, cats in per_prompt.items()}
+    speedup = bench.speedups(results)
+    assert speedup["ngram"]["code"] == pytest.approx(4.0 / 3.5) and speedup["eagle"]["code"] == pytest.approx(1.25)
+    winners = bench.category_winners(speedup, each)
+    assert winners["code"] == bench.CategoryWinner("eagle", pytest.approx(1.25), 2, 2)
+    assert winners["chat"] is None  # both slower than the baseline: speculation is pure cost there
+    assert str(winners["code"]) == "eagle 1.25x (faster than the baseline on 2 of 2 prompts)"
+
+
+def test_grouped_bars_draws_each_prompt_on_its_bar():
+    from speclab import plots
+
+    fig = plots.grouped_bars({"code": {"ngram": 1.5, "eagle": 1.2}, "chat": {"ngram": 0.9, "eagle": 1.1}}, "x",
+                             points={"code": {"ngram": [1.2, 1.8]}, "chat": {"eagle": [1.0, 1.1, 1.2]}})
+    drawn = sorted(tuple(line.get_ydata()) for line in fig.axes[0].lines if len(line.get_ydata()))
+    assert drawn == [(1.0, 1.1, 1.2), (1.2, 1.8)]

@@ -19,11 +19,16 @@ def one_line_error(excinfo) -> str:
     return message
 
 
+# Spec-Bench's 13 categories: MT-bench's eight, then its own five, in its file's order
+SPEC_BENCH_CATEGORIES = ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities",
+                         "translation", "summarization", "qa", "math_reasoning", "rag"]
+
+
 # --- bundled sets -----------------------------------------------------------------------------
 
 
 def test_bundled_names():
-    assert bundled() == ["heldout", "mtbench_style", "train", "workloads"]
+    assert bundled() == ["agentic", "heldout", "mtbench_style", "specbench_style", "train", "workloads"]
 
 
 @pytest.mark.parametrize(
@@ -33,6 +38,8 @@ def test_bundled_names():
         ("heldout", 24, {c: 4 for c in WORKLOADS}),
         ("mtbench_style", 16, {c: 2 for c in ["writing", "roleplay", "reasoning", "math", "coding", "extraction",
                                               "stem", "humanities"]}),
+        ("specbench_style", 26, {c: 2 for c in SPEC_BENCH_CATEGORIES}),
+        ("agentic", 12, {c: 4 for c in ["tool_call", "json_record", "agent_step"]}),
     ],
 )
 def test_bundled_counts(name, total, per_category):
@@ -261,3 +268,16 @@ def test_tokenizer_without_template(smollm2_folder):
     with pytest.raises(SpeclabError) as excinfo:
         apply_chat_template(tokenizer, ["Hello"])
     assert "no chat template" in one_line_error(excinfo)
+
+
+def test_per_category_takes_the_first_of_every_category():
+    first = load_prompts("specbench_style", per_category=1)
+    assert [p.category for p in first] == SPEC_BENCH_CATEGORIES
+    assert [p.id for p in first] == list(range(301, 327, 2))
+    assert len(load_prompts("specbench_style", per_category=5)) == 26  # all of a smaller category
+    assert [p.id for p in load_prompts("workloads", category="chat", per_category=2)] == [
+        p.id for p in load_prompts("workloads", category="chat")][:2]
+    with pytest.raises(SpeclabError, match="not both"):
+        load_prompts("workloads", num_prompts=4, per_category=1)
+    with pytest.raises(SpeclabError, match="per_category must be a positive whole number"):
+        load_prompts("workloads", per_category=0)
