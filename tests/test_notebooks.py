@@ -33,8 +33,9 @@ PER_NOTEBOOK = {
     # not the defaults (k=3, lookup max 4): the results must show the run took the injected values
     "02_ngram_prompt_lookup": {"categories": ["summarisation", "chat"], "k": 2, "prompt_lookup_max": 3},
     # one engine per method: two methods still compare lookup with a trained drafter per workload
-    # (draft_model's greedy equality and acceptance are lesson 03's, with the same draft and k)
-    "08_workloads": {"categories": ["summarisation", "chat"], "methods": ["ngram", "eagle"]},
+    # (draft_model's greedy equality and acceptance are lesson 03's, with the same draft and k); the
+    # 13-category set, its categories read from the file, one prompt each, each measured alone
+    "08_workloads": {"source": "specbench_style", "methods": ["ngram", "eagle"]},
     # five engines (baseline + one per k, then baseline + ngram over the temperatures): two prompts
     # (a code edit and a chat, one per category in turn) instead of four, whose summarisation and
     # RAG prompts made every engine's first pass a long prefill
@@ -43,6 +44,8 @@ PER_NOTEBOOK = {
                                   "sample_interval": 0.5},
     "11_train_your_own_drafter": {"steps": 4, "num_sequences": 4, "num_prompts": 2},
     "13_token_trees": {"budgets": [1, 4], "vllm_methods": ["eagle3"], "vllm_temperatures": [0.0, 1.0]},
+    # three rounds of one request per template: first sight, a new input, the first again
+    "14_suffix_decoding": {"first_round": 1, "new_round": 1},
 }
 BOOKS = series()
 
@@ -118,6 +121,13 @@ def test_notebook_executes_under_nbval(book, tmp_path):
         results = saved[0]
         assert results["k"] == 2 and results["greedy_ok"] is True
         assert {k for k in results if k.startswith("speedup_")} == {"speedup_summarisation", "speedup_chat"}
+    if book.stem == "08_workloads":
+        results = saved[0]
+        assert results["source"] == "specbench_style" and len(results["categories"]) == 13
+        for m in ("ngram", "eagle"):
+            assert list(results["speedup"][m]) == results["categories"]
+            assert all(len(each) == 1 for each in results["prompt_speedups"][m].values())  # one prompt apiece
+        assert set(results["winners"]) == set(results["categories"])
 
 
 GPU_PROFILES = ("gpu-tiny", "gpu-llama8b", "gpu-qwen3-8b")
