@@ -14,7 +14,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from . import bench, configs, equality
-from .engine import open_engine
+from .engine import engine_device, open_engine, shared_gpu_kwargs
+
+# On a GPU both engines must fit at once: each may take this share of the card (vLLM's gpu_memory_utilization,
+# checked against the memory still free when it starts), unless SPECLAB_KV_CACHE_GIB already sizes them.
+GPU_SHARE_PER_ENGINE = 0.4
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,10 @@ class Playground:
             raise
 
     def _open(self, stack: ExitStack, config: dict | None):
-        llm = stack.enter_context(open_engine(self.profile, config, enforce_eager=self.enforce_eager))
+        overrides = {}
+        if engine_device() == "cuda" and not shared_gpu_kwargs():
+            overrides["gpu_memory_utilization"] = GPU_SHARE_PER_ENGINE
+        llm = stack.enter_context(open_engine(self.profile, config, enforce_eager=self.enforce_eager, **overrides))
         bench.warm_up(llm, bench.greedy(4), next(iter(self.prompts.values()))[0])
         return llm
 
