@@ -52,7 +52,7 @@ class Playground:
     def __init__(self, profile, method: str, k: int, source: str = "workloads", prompts_per_category: int = 2,
                  enforce_eager: bool = True):
         self.profile, self.method, self.k, self.enforce_eager = profile, method, k, enforce_eager
-        configs.for_profile(profile, method, k)  # a bad method or k stops here, before any engine
+        config = configs.for_profile(profile, method, k)  # a bad method or k stops here, before any engine
         prompts, inputs = bench.prompt_inputs(profile, source, per_category=prompts_per_category)
         self.prompts: dict[str, list] = {}
         for p, inp in zip(prompts, inputs):
@@ -62,7 +62,7 @@ class Playground:
         self._speculative = ExitStack()
         try:
             self.baseline = self._open(self._engines, None)
-            self.speculative = self._open(self._speculative, configs.for_profile(profile, method, k))
+            self.speculative = self._open(self._speculative, config)
         except BaseException:
             self.close()
             raise

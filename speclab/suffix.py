@@ -4,10 +4,10 @@ Suffix decoding (Oliaro et al., 2024; vLLM's ``suffix`` method runs Arctic Infer
 keeps two suffix trees: one over the request itself (its prompt and its answer so far, what n-gram
 lookup searches), one over every answer the server has generated (earlier ones and the one being written).
 A tree holds every window of up to ``max_depth`` tokens as a path from the root, and each node counts how
-often its path occurred. To draft, the proposer matches the
-end of the context against a tree, then walks down the most frequent child while the path's estimated
-probability stays at or above ``min_token_prob``, for at most ``max_spec_factor`` x (match length) tokens:
-a long match earns a long draft, a short one a short draft or none. Of the drafts from every match length
+often its path occurred. To draft, the proposer matches the end of the context against a tree, then walks
+down the most frequent child while the path's estimated probability stays at or above ``min_token_prob``,
+for at most ``max_spec_factor`` x (match length) tokens: a long match earns a long draft, a short one a
+short draft or none. Of the drafts from every match length
 and both trees it keeps the one with the most expected accepted tokens (the sum of its probabilities).
 
 Unlike n-gram prompt lookup (``speclab.lookup``), it remembers across requests: an agent's tool calls,
