@@ -37,8 +37,9 @@ def _pick_profile(args) -> str:
 
 def bench_config(args, profile) -> dict:
     k = args.num_spec_tokens
-    if args.method == "ngram":
-        return configs.ngram(k, args.prompt_lookup_max, args.prompt_lookup_min)
+    if args.method in configs.LOOKUP_METHODS:
+        return configs.build(args.method, k, prompt_lookup_max=args.prompt_lookup_max,
+                             prompt_lookup_min=args.prompt_lookup_min)
     options = {}
     if args.method in ("eagle", "eagle3"):
         if args.eagle_dir:

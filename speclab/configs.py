@@ -14,7 +14,9 @@ import inspect
 from .errors import ConfigError  # noqa: F401  (lessons catch configs.ConfigError)
 from .profiles import get_profile
 
-METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp", "medusa", "suffix")
+METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp", "medusa", "suffix", "ngram_gpu", "dflash", "dspark")
+LOOKUP_METHODS = ("ngram", "ngram_gpu")  # prompt lookup: on the CPU between steps, or on the device inside one
+BLOCK_DRAFTERS = ("dflash", "dspark")  # draft all k tokens in one forward pass (vLLM turns parallel_drafting on)
 DEFAULT_K = 2  # the seed benchmark's --num-spec-tokens default
 DEFAULT_LOOKUP_MAX = 5
 DEFAULT_LOOKUP_MIN = 2
@@ -46,6 +48,8 @@ NEEDS_MODEL = {
     "eagle": "method eagle needs its drafter: pass model=<an EAGLE head folder or Hugging Face id>",
     "eagle3": "method eagle3 needs its drafter: pass model=<an EAGLE-3 head folder or Hugging Face id>",
     "medusa": "method medusa needs its heads: pass model=<a Medusa head folder for your target>",
+    "dflash": "method dflash needs its block drafter: pass model=<a DFlash drafter folder or Hugging Face id>",
+    "dspark": "method dspark needs its block drafter: pass model=<a DSpark drafter folder or Hugging Face id>",
 }
 
 
@@ -138,6 +142,18 @@ def ngram(k: int = DEFAULT_K, prompt_lookup_max: int = DEFAULT_LOOKUP_MAX,
                          "prompt_lookup_max": prompt_lookup_max, "prompt_lookup_min": prompt_lookup_min})
 
 
+def ngram_gpu(k: int = DEFAULT_K, prompt_lookup_max: int = DEFAULT_LOOKUP_MAX,
+              prompt_lookup_min: int = DEFAULT_LOOKUP_MIN) -> dict:
+    """Prompt lookup on the device: the same rule as ``ngram``, as tensor ops inside the step.
+
+    ``ngram`` searches on the CPU between steps, which forces a device-to-host copy of every new
+    token and turns vLLM's asynchronous scheduling off; ``ngram_gpu`` keeps it on, at the price of
+    sizing every step for k drafted tokens, matched or not (vLLM counts each step as a draft).
+    """
+    return check_fields({"method": "ngram_gpu", "num_speculative_tokens": k,
+                         "prompt_lookup_max": prompt_lookup_max, "prompt_lookup_min": prompt_lookup_min})
+
+
 def suffix(k: int = DEFAULT_K) -> dict:
     """Suffix decoding (Arctic Inference): a suffix tree over the prompt and past outputs."""
     return check_fields({"method": "suffix", "num_speculative_tokens": k})
@@ -219,8 +235,31 @@ def medusa(model: str | None = None, k: int = DEFAULT_K) -> dict:
     return check_fields({"method": "medusa", "model": str(model) if model else model, "num_speculative_tokens": k})
 
 
+def _block(method: str, model, k) -> dict:
+    _check_k(k)
+    if not model:
+        raise ConfigError(NEEDS_MODEL[method])
+    return check_fields({"method": method, "model": str(model), "num_speculative_tokens": k})
+
+
+def dflash(model: str | None = None, k: int = DEFAULT_K) -> dict:
+    """DFlash: a small block-diffusion drafter fills k masked positions in one forward pass.
+
+    Like EAGLE-3 it reads hidden states from several target layers (``dflash_config.target_layer_ids``
+    in its config.json); unlike it, the k tokens come from one pass, not k.
+    """
+    return _block("dflash", model, k)
+
+
+def dspark(model: str | None = None, k: int = DEFAULT_K) -> dict:
+    """DSpark: a block drafter (one pass per block of ``dspark_block_size`` tokens) with a small
+    sequential head that makes each token in the block see the one before it; k must be at least the block."""
+    return _block("dspark", model, k)
+
+
 BUILDERS = {"ngram": ngram, "draft_model": draft_model, "eagle": eagle, "eagle3": eagle3,
-            "mtp": mtp, "medusa": medusa, "suffix": suffix}
+            "mtp": mtp, "medusa": medusa, "suffix": suffix, "ngram_gpu": ngram_gpu, "dflash": dflash,
+            "dspark": dspark}
 
 
 def build(method: str, k: int = DEFAULT_K, **options) -> dict:
@@ -250,7 +289,7 @@ def for_profile(profile, method: str, k: int = DEFAULT_K, **options) -> dict | N
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}{_did_you_mean(method, METHODS)}: choose one of "
                           f"{', '.join(METHODS)}")
-    if method in ("ngram", "suffix"):
+    if method in (*LOOKUP_METHODS, "suffix"):
         return build(method, k, **options)
     drafter = options.pop("model", None) or profile.drafter(method)
     if method == "mtp":

@@ -7,7 +7,9 @@ imposed by hand), everything the notebooks show as "what you should see on a GPU
   k and batch size; the data behind the measured cost model (``speclab.theory.StepCost``);
 - ``methods``: EAGLE- and EAGLE-3-shaped heads at the same imposed acceptance;
 - ``tp2``: the target split over two GPUs (only where two are visible); vLLM's draft_model path
-  refuses a draft on fewer GPUs than the target, which speclab reports before starting an engine.
+  refuses a draft on fewer GPUs than the target, which speclab reports before starting an engine;
+- ``block_drafting``: on the Qwen3-8B shape, an EAGLE-3 head (k passes per draft) against a DFlash
+  block drafter (one pass for all k) at the same imposed acceptance, over k.
 
 One H200 took about 40-80 s to start each engine and 30 s to measure it; each point is measured on
 ``--engines`` fresh engines (default 3) and stored as their median with the spread, so the whole
@@ -57,6 +59,7 @@ class Engine:
     draft: str | None = None
     tensor_parallel_size: int = 1
     options: dict = field(default_factory=dict)  # for the method's config builder
+    target: str | None = None  # a shape in place of the profile's target (e.g. "shape:qwen3-8b")
 
     def speculative_config(self, check: bool = True) -> dict | None:
         if self.method == "baseline":
@@ -87,7 +90,17 @@ def tp2_plan(a: float = 0.8, k: int = 4) -> list[Engine]:
             Engine(f"eagle k={k} a={a} tp=2 draft_tp=1", "eagle", k, a, None, 2, draft_one)]
 
 
-PLANS = {"speedup_surface": surface_plan, "methods": methods_plan, "tp2": tp2_plan}
+def block_drafting_plan(ks=(3, 7, 15), a: float = 0.8, target: str = "shape:qwen3-8b") -> list[Engine]:
+    """Sequential against block drafting at the same acceptance: EAGLE-3 runs its head k times per
+    draft, DFlash runs its 5 layers once for all k (15 is the published drafters' block of 16, less one)."""
+    plan = [Engine("baseline qwen3-8b", "baseline", target=target)]
+    for method, draft in (("eagle3", "shape:eagle3-qwen3-8b"), ("dflash", "shape:dflash-qwen3-8b")):
+        plan += [Engine(f"{method} k={k} a={a} qwen3-8b", method, k, a, draft, target=target) for k in ks]
+    return plan
+
+
+PLANS = {"speedup_surface": surface_plan, "methods": methods_plan, "tp2": tp2_plan,
+         "block_drafting": block_drafting_plan}
 
 
 # ---------------------------------------------------------------- the machine and its software
@@ -138,11 +151,15 @@ def measure_engine(profile: Profile, engine: Engine, batches: list[int], prompt_
     # Without this, vLLM 0.26 forked its engine core from a process that had already touched CUDA
     # (device detection) and every engine died with "Cannot re-initialize CUDA in forked subprocess".
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-    prompts = synthetic.token_prompts(max(batches), prompt_len, profile.target)
+    target = engine.target or profile.target
+    prompts = synthetic.token_prompts(max(batches), prompt_len, target)
     sampling = synthetic.sampling(output_len)
     rows = []
+    overrides = {**synthetic.engine_overrides(), **engine_options}
+    if engine.target:
+        overrides["model"] = synthetic.model_dir(engine.target)
     with open_engine(profile, engine.speculative_config(), tensor_parallel_size=engine.tensor_parallel_size,
-                     **synthetic.engine_overrides(), **engine_options) as llm:
+                     **overrides) as llm:
         log(f"speclab: {engine.label}: engine up in {llm.speclab_start_seconds:.1f} s")
         llm.generate(prompts, synthetic.sampling(16), use_tqdm=False)  # warm-up at the largest batch
         for batch in batches:
@@ -221,7 +238,8 @@ def run_part(name: str, profile: Profile, args, started: float, log=print) -> di
     if name == "tp2" and len(gpus()) < 2:
         log("speclab: tp2 skipped: fewer than two GPUs visible")
         return doc
-    doc.update({"name": name, "note": synthetic.IMPOSED, "profile": profile.name, "target": profile.target,
+    doc.update({"name": name, "note": synthetic.IMPOSED, "profile": profile.name,
+                "target": next((e.target for e in plan if e.target), profile.target),
                 "settings": {"prompt_len": args.prompt_len, "output_len": args.output_len, "batches": args.batches,
                              "timing": f"per engine the best of its repetitions, then the median over {args.engines} "
                                        "fresh engines (spread: fastest / slowest - 1); step_ms = elapsed / mean steps "

@@ -32,7 +32,7 @@ class Profile:
 
     def has(self, method: str) -> bool:
         """True when the profile can run ``method``: n-gram and suffix need no drafter, MTP brings its own model."""
-        return method in ("ngram", "suffix", "mtp") or method in self.drafters
+        return method in ("ngram", "ngram_gpu", "suffix", "mtp") or method in self.drafters
 
     def by_device(self, cpu, gpu):
         """A lesson default that depends on the device: ``cpu`` on a CPU profile, ``gpu`` on a GPU one."""
@@ -95,6 +95,7 @@ PROFILES: dict[str, Profile] = {
             drafters={
                 "draft_model": "Qwen/Qwen3-0.6B",
                 "eagle3": "AngelSlim/Qwen3-8B_eagle3",
+                "dflash": "z-lab/Qwen3-8B-DFlash-b16",
                 "mtp": MTP_MODEL,
             },
         ),

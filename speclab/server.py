@@ -303,8 +303,8 @@ def config_for(profile: str | Profile | None, method: str | None, k: int = 3,
     profile = get_profile(profile)
     if method in (None, "", "none", "baseline"):
         return None
-    if method == "ngram":
-        return configs.ngram(k, prompt_lookup_max, prompt_lookup_min)
+    if method in configs.LOOKUP_METHODS:
+        return configs.build(method, k, prompt_lookup_max=prompt_lookup_max, prompt_lookup_min=prompt_lookup_min)
     if method in ("mtp", "suffix"):
         return configs.build(method, k)
     drafter = profile.drafter(method)

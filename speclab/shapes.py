@@ -19,7 +19,7 @@ SHAPES_DIR = Path(__file__).resolve().parent.parent / "data" / "shapes"
 @dataclass(frozen=True)
 class ShapeInfo:
     hf_id: str  # where the real weights are published
-    role: str  # "model" (a full LLM), "eagle" or "eagle3" (a drafting head that leans on its target)
+    role: str  # "model" (a full LLM), "eagle", "eagle3" or "dflash" (a drafter that leans on its target)
     published_params: int | None = None  # the size the publisher reports; None for heads
 
 
@@ -34,6 +34,8 @@ SHAPES: dict[str, ShapeInfo] = {
     "qwen3-0.6b": ShapeInfo("Qwen/Qwen3-0.6B", "model"),
     "eagle3-qwen3-8b": ShapeInfo("AngelSlim/Qwen3-8B_eagle3", "eagle3"),
     "mimo-7b": ShapeInfo("XiaomiMiMo/MiMo-7B-RL", "model"),  # a target with one MTP layer (lesson 05)
+    # a block drafter: 5 Qwen3 layers over 5 target layers' hidden states (timed in lesson 15, not counted)
+    "dflash-qwen3-8b": ShapeInfo("z-lab/Qwen3-8B-DFlash-b16", "dflash"),
 }
 
 

@@ -64,10 +64,12 @@ def config(method: str, k: int, a: float | None = None, acceptance_length: float
         raise configs.ConfigError("give exactly one of a (per-token acceptance) or acceptance_length")
     if check:
         require_support()
-    if method in ("draft_model", "eagle", "eagle3"):
-        ref = draft or DEFAULT_DRAFTS[method]
+    if method in configs.NEEDS_MODEL:
+        ref = draft or DEFAULT_DRAFTS.get(method)
+        if ref is None:
+            raise configs.ConfigError(f"no default {method} shape for the Llama target: pass draft='shape:<name>'")
         options["model"] = model_dir(ref) if ref.startswith("shape:") else ref
-        if method != "draft_model":
+        if method in ("eagle", "eagle3"):
             options.setdefault("target", None)  # a shape-made head: no published pairing to check
     cfg = configs.build(method, k, **options)
     cfg["rejection_sample_method"] = "synthetic"

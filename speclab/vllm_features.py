@@ -56,6 +56,28 @@ def source_literals() -> tuple[frozenset, frozenset] | None:
     return (frozenset(fields), frozenset(methods)) if fields else None
 
 
+@functools.lru_cache(maxsize=None)
+def speculative_methods() -> frozenset | None:
+    """The ``method`` names the installed vLLM's SpeculativeConfig accepts (read from its source), or None.
+
+    They are the strings of its ``SpeculativeMethod`` literal and of the ``...Types`` literals it is
+    made of (``NgramGPUTypes``, ``DFlashModelTypes``, the MTP model types...).
+    """
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "config" / "speculative.py"
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError):
+        return None
+    names = {c.value for node in tree.body if isinstance(node, ast.Assign)
+             and any(getattr(t, "id", "") == "SpeculativeMethod" or getattr(t, "id", "").endswith("Types")
+                     for t in node.targets)
+             for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return frozenset(names) or None
+
+
 def vllm_knows(key: str) -> bool:
     """Whether the installed vLLM's SpeculativeConfig has this field (read from its source, not imported)."""
     known = source_literals()

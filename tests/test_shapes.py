@@ -6,7 +6,7 @@ from speclab import shapes
 from speclab.profiles import PROFILES, SpeclabError
 
 LLAMA = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.2-1b", "smollm2-135m", "eagle-llama3.1-8b", "eagle3-llama3.1-8b"}
-EXPECTED = LLAMA | {"qwen3-8b", "qwen3-0.6b", "eagle3-qwen3-8b", "mimo-7b"}
+EXPECTED = LLAMA | {"qwen3-8b", "qwen3-0.6b", "eagle3-qwen3-8b", "mimo-7b", "dflash-qwen3-8b"}
 
 
 def test_every_shape_is_listed_and_registered():

@@ -212,3 +212,25 @@ def test_a_part_without_a_baseline_takes_the_surfaces(tmp_path):
     own = {"settings": settings, "runs": [_row("baseline", "baseline", 0, 1, 150.0)]}
     gpu_sweep.use_baseline(own, gpu_sweep.surface_baseline(own, tmp_path))
     assert [r["tokens_per_s"] for r in own["runs"]] == [150.0] and "baseline_from" not in own
+
+
+def test_block_drafting_plan_times_both_drafters_on_the_qwen3_shape():
+    from speclab import gpu_sweep
+
+    plan = gpu_sweep.block_drafting_plan(ks=(3, 15))
+    assert [(e.method, e.k) for e in plan] == [("baseline", 0), ("eagle3", 3), ("eagle3", 15), ("dflash", 3),
+                                               ("dflash", 15)]
+    assert {e.target for e in plan} == {"shape:qwen3-8b"}
+    assert {e.draft for e in plan if e.method == "dflash"} == {"shape:dflash-qwen3-8b"}
+
+
+def test_block_drafting_reference_holds_acceptance_equal_between_drafters():
+    ref = synthetic.load_reference("block_drafting")
+    assert ref["target"] == "shape:qwen3-8b" and not ref["errors"]
+    for batch in (1, 16):
+        for k in (3, 7, 15):
+            eagle3, dflash = (synthetic.runs(ref, method=m, k=k, batch=batch)[0] for m in ("eagle3", "dflash"))
+            assert eagle3["imposed_length"] == dflash["imposed_length"]
+            # speedup: tokens per second over the baseline's at the same batch
+            base = synthetic.runs(ref, method="baseline", batch=batch)[0]
+            assert dflash["speedup"] == pytest.approx(dflash["tokens_per_s"] / base["tokens_per_s"], rel=1e-3)
