@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import weights
 from .atomic import write_atomic, write_json
+from .errors import SpeclabError
 
 
 def save_figure(fig, name: str, output_dir: str | Path = ".") -> Path:
@@ -45,8 +46,6 @@ def recorded(name: str, profile: str = "gpu-tiny") -> dict:
     folder = RECORDED_DIR / profile
     path = folder / "results" / f"{name}.json"
     if not path.is_file():
-        from .errors import SpeclabError
-
         raise SpeclabError(f"no recorded {profile} results {name!r} in {folder}: run `speclab run --profile {profile}` "
                            "on a GPU")
     run = json.loads((folder / "run.json").read_text()) if (folder / "run.json").is_file() else {}

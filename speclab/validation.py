@@ -11,7 +11,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from .configs import DEFAULT_EAGLE, DEFAULT_EAGLE3, LLAMA_TARGET, METHODS, SPECLAB_KEYS, _did_you_mean, check_fields
+from .configs import (BLOCK_DRAFTERS, DEFAULT_EAGLE, DEFAULT_EAGLE3, LLAMA_TARGET, METHODS, NEEDS_MODEL, SPECLAB_KEYS,
+                      _did_you_mean, check_fields)
 from .errors import ConfigError
 from .model_config import read_config
 from .vllm_features import (is_cpu_build, require_synthetic_acceptance, source_literals, speculative_methods,
@@ -127,7 +128,7 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
     if method == "mtp" and target_cfg and not has_mtp_layers(target_cfg):
         raise ConfigError(f"method mtp needs a target with MTP layers and {target} has none: use eagle3, draft_model "
                           "or ngram")
-    has_drafter = method in ("draft_model", "eagle", "eagle3", "medusa", "dflash", "dspark") and config.get("model")
+    has_drafter = method in NEEDS_MODEL and config.get("model")
     draft_cfg = (read_config(config["model"]) if has_drafter else None) or {}  # a broken one fails here
     if method == "draft_model" and not config.get("use_heterogeneous_vocab"):
         tv, dv = target_cfg.get("vocab_size"), draft_cfg.get("vocab_size")
@@ -140,7 +141,7 @@ def validate(config: dict | None, target: str | None = None, tensor_parallel_siz
     if method == "medusa" and heads and config["num_speculative_tokens"] > heads:
         raise ConfigError(f"k={config['num_speculative_tokens']} but the Medusa drafter has {heads} heads: use k <= "
                           f"{heads}")
-    if method in ("dflash", "dspark") and draft_cfg:
+    if method in BLOCK_DRAFTERS and draft_cfg:
         _check_block_drafter(method, config["num_speculative_tokens"], draft_cfg, target_cfg)
     if method in ("eagle", "eagle3", "medusa"):
         th, dh = target_cfg.get("hidden_size"), draft_cfg.get("hidden_size")
