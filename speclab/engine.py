@@ -39,6 +39,13 @@ CPU_KVCACHE_GIB = "2"
 SMALL_MACHINE_CPUS = 2
 RESERVED_CPUS_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 
+# A CPU engine is three processes by default: the caller, vLLM's EngineCore and its worker, and each
+# spawned one imports vLLM again (about 13 s apiece on the 2-core machine). SPECLAB_ENGINE_IN_PROCESS=1
+# runs the engine core and its worker inside the caller (vLLM's VLLM_ENABLE_V1_MULTIPROCESSING=0): an
+# eager start took 5-7 s there against 29-31 s. The test suite's lessons use it; the lessons' own
+# measurements keep vLLM's default layout.
+IN_PROCESS_ENV = "SPECLAB_ENGINE_IN_PROCESS"
+
 
 def exit_on_sigterm() -> None:
     """Turn SIGTERM into SystemExit, so that engines and servers are shut down by their finally blocks.
@@ -147,6 +154,36 @@ def _reap(before: set[int], timeout: float = 10.0) -> None:
             p.kill()
 
 
+@contextlib.contextmanager
+def _in_process(wanted: bool):
+    """vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING while it builds an engine; set it for that build only,
+    so that servers and engines opened later by this process keep vLLM's default."""
+    name = "VLLM_ENABLE_V1_MULTIPROCESSING"
+    saved = os.environ.get(name)
+    if wanted:
+        os.environ[name] = "0"
+    try:
+        yield
+    finally:
+        if wanted:
+            os.environ.pop(name) if saved is None else os.environ.__setitem__(name, saved)
+            from vllm import envs
+
+            # an engine core freezes vLLM's environment reads once it is built (envs.enable_envs_cache);
+            # in this process that would also freeze them for every later engine
+            with contextlib.suppress(AttributeError):
+                envs.disable_envs_cache()
+
+
+def _torch_threads(count: int | None = None) -> int:
+    """torch's intra-op thread count; with ``count``, set it first."""
+    import torch
+
+    if count:
+        torch.set_num_threads(count)
+    return torch.get_num_threads()
+
+
 def shutdown(llm) -> None:
     """Stop an engine's core process (and its workers)."""
     engine = getattr(llm, "llm_engine", None)
@@ -190,10 +227,12 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
 
     from vllm import LLM
 
+    in_process = device == "cpu" and os.environ.get(IN_PROCESS_ENV) == "1"
+    torch_threads = _torch_threads()
     started = time.perf_counter()
     llm = None
     try:
-        with logs.to_log() if quiet else contextlib.nullcontext():  # start-up lines go to the log file
+        with logs.to_log() if quiet else contextlib.nullcontext(), _in_process(in_process):  # start-up lines: log file
             llm = LLM(**kwargs)
         llm.speclab_start_seconds = time.perf_counter() - started
         llm.speclab_speculative_config = kwargs.get("speculative_config")
@@ -204,6 +243,8 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
         del llm
         gc.collect()
         _reap(before)
+        if in_process:  # the worker ran in this process and set torch's threads for serving
+            _torch_threads(torch_threads)
 
 
 def vllm_descendants(root=None) -> list:

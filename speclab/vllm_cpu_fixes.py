@@ -43,3 +43,35 @@ def install() -> bool:
         return False
     cpu_triton_utils._expand_kernel_impl = expand
     return True
+
+
+def register_kernels_once() -> bool:
+    """Let vLLM's CPU platform register its kernel stand-ins once per process, not once per engine.
+
+    Each engine start calls ``register_triton_kernel_overrides``, which wraps the kernels again and
+    rebinds every reference to them found in ``sys.modules``. In a fresh worker process that scan is
+    harmless; with the engine in the caller's process (speclab's CPU default, ``speclab.engine``) a
+    later engine finds modules the earlier ones imported, and one of llvmlite's objects (loaded by
+    the n-gram proposer) breaks the scan: ``'_lib_fn_wrapper' object has no attribute 'get'``.
+    The first registration already points every holder at the stand-ins, so later ones are skipped.
+    False where the installed vLLM has no such registration (a CUDA build).
+    """
+    try:
+        from vllm.platforms.cpu import CpuPlatform
+    except Exception:  # noqa: BLE001 - not vLLM's CPU build
+        return False
+    register = getattr(CpuPlatform, "register_triton_kernel_overrides", None)
+    if register is None:
+        return False
+    if getattr(register, "speclab_once", False):
+        return True
+    done = []
+
+    def once(cls) -> None:
+        if not done:
+            register.__func__(cls)
+            done.append(True)
+
+    once.speclab_once = True
+    CpuPlatform.register_triton_kernel_overrides = classmethod(once)
+    return True

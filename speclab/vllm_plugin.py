@@ -33,6 +33,7 @@ def register() -> None:
     (once per process)."""
     global _registered
     vllm_cpu_fixes.install()
+    vllm_cpu_fixes.register_kernels_once()
     if _registered or multiprocessing.parent_process() is None:
         return
     _registered = True

@@ -20,6 +20,7 @@ import pytest
 from papermill.iorw import load_notebook_node  # adds the cell metadata parameterize_notebook expects
 from papermill.parameterize import parameterize_notebook
 
+from speclab.engine import IN_PROCESS_ENV
 from speclab.runner import NOTEBOOKS, execute, run_series, series
 
 pytestmark = pytest.mark.notebook
@@ -64,10 +65,13 @@ def checks_outputs(book: Path) -> bool:
 
 
 def nbval(path: Path) -> subprocess.CompletedProcess:
+    """Run one notebook under nbval, its CPU engines inside the kernel (speclab.engine.IN_PROCESS_ENV:
+    two process starts fewer per engine, about 25 s on a 2-core machine; the main job's test below keeps
+    vLLM's own process layout)."""
     # a cell that opens several engines can take minutes on a 2-core machine: allow an hour per cell
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbval-lax", "--nbval-cell-timeout", "3600",
                            "-p", "no:cacheprovider", str(path)],
-                          capture_output=True, text=True, cwd=path.parent)
+                          capture_output=True, text=True, cwd=path.parent, env={**os.environ, IN_PROCESS_ENV: "1"})
 
 
 def test_series_is_numbered_and_parameterised():

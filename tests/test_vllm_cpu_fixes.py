@@ -56,3 +56,24 @@ def test_vllms_sampler_spreads_temperatures_with_the_fix():
 def test_without_the_fix_the_cpu_build_leaves_them_unwritten():
     """If this fails, the installed vLLM has mended its stand-in, and the fix can go."""
     assert expanded("as shipped") != [0.5, 0.5, 0.5, 1.5, 1.0, 1.0]
+
+
+ONCE_PROBE = """
+import json
+import vllm._C  # noqa: F401
+from speclab import vllm_cpu_fixes
+assert vllm_cpu_fixes.register_kernels_once() and vllm_cpu_fixes.register_kernels_once()  # idempotent
+from vllm.platforms import current_platform
+from vllm.v1.worker import block_table
+current_platform.register_triton_kernel_overrides()
+first = block_table.ComputeSlotMappingKernel.kernel
+current_platform.register_triton_kernel_overrides()  # a second engine in this process
+print(json.dumps([type(first).__name__, block_table.ComputeSlotMappingKernel.kernel is first]))
+"""
+
+
+@pytest.mark.skipif(not vllm_features.is_cpu_build(), reason="vLLM's CPU build only")
+def test_a_second_engine_in_one_process_keeps_the_first_kernel_registration():
+    proc = subprocess.run([sys.executable, "-c", ONCE_PROBE], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["KernelOverride", True]
