@@ -51,6 +51,13 @@ def eagle3_aux_layers() -> list[int]:
     return list(EAGLE3_AUX_LAYERS)
 
 
+def is_speculators_folder(folder: str | Path) -> bool:
+    """A drafter saved by speculators, vLLM's drafter library (its config.json carries ``speculators_config``):
+    vLLM loads it as saved."""
+    path = Path(folder) / "config.json"
+    return path.is_file() and "speculators_config" in json.loads(path.read_text())
+
+
 def read_card(folder: str | Path) -> dict:
     path = Path(folder) / CARD
     return json.loads(path.read_text()) if path.is_file() else {}

@@ -15,12 +15,16 @@ def evaluate(folders: dict, *, k: int = EVAL_K, prompts: str = "heldout", num_pr
              profile: str = "cpu-tiny") -> dict:
     """Acceptance with vLLM for ``{name: folder}``: one baseline, then each drafter (greedy).
 
-    The method is the card's (or the name, for a folder without one). Writes the measurement
-    into each folder's card.json (``acceptance``) and returns them by name.
+    The method is the card's (or the name, for a folder without one; eagle3 for a head saved by
+    speculators, which vLLM loads as saved). Writes the measurement into each folder's card.json
+    (``acceptance``) and returns them by name.
     """
     records, inputs = bench.prompt_inputs(profile, prompts, num_prompts=num_prompts)
-    methods = {name: drafter_layouts.read_card(f).get("method", name) for name, f in folders.items()}
-    cfgs = [configs.build(methods[n], k=k, model=str(drafters.loadable(methods[n], f))) for n, f in folders.items()]
+    library = {n for n, f in folders.items() if drafter_layouts.is_speculators_folder(f)}  # loaded as saved
+    methods = {n: "eagle3" if n in library else drafter_layouts.read_card(f).get("method", n)
+               for n, f in folders.items()}
+    models = {n: f if n in library else drafters.loadable(methods[n], f) for n, f in folders.items()}
+    cfgs = [configs.build(methods[n], k=k, model=str(models[n])) for n in folders]
     results = bench.sweep(profile, cfgs, inputs, bench.greedy(output_len), dataset=f"data/prompts/{prompts}.jsonl",
                           enforce_eager=enforce_eager, log=log)
     out = {}

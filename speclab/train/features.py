@@ -50,16 +50,19 @@ def features_for(method: str, rows: list[dict], model=None, **kw) -> list[Featur
 
 def target_features(rows: list[dict], model=None, aux_layers=drafter_layouts.EAGLE3_AUX_LAYERS,
                     max_len: int = MAX_LEN, batch_size: int = 16, keep_final: bool = True,
-                    device: str = "cpu") -> list[Features]:
+                    device: str = "cpu", before_final_norm: bool = False) -> list[Features]:
     """Run the target over each prompt + answer; keep the hidden states the drafters read and the
     target's own greedy choice after every place (the label: under greedy verification a draft
     token is accepted exactly when it is that choice, whatever token the text has there).
 
     Sequences of similar length go through together, right-padded: causal attention never lets a
-    real token see the padding after it.
+    real token see the padding after it. ``before_final_norm``: ``final`` is the last layer's output
+    before the final norm (what speculators stores; it applies the target's norm itself).
     """
     model = model or load_target(device)
     device = next(model.parameters()).device
+    seen = {}
+    hook = model.model.norm.register_forward_hook(lambda mod, args, out: seen.update(raw=args[0]))
     ids_of = [torch.tensor((r["prompt_ids"] + r["answer_ids"])[:max_len]) for r in rows]
     order = sorted(range(len(rows)), key=lambda i: len(ids_of[i]))
     out = [None] * len(rows)
@@ -76,11 +79,13 @@ def target_features(rows: list[dict], model=None, aux_layers=drafter_layouts.EAG
             for b, i in enumerate(chunk):
                 n, row = lengths[b], rows[i]
                 final = res.last_hidden_state[b, :n]
+                kept = seen["raw"][b, :n] if before_final_norm else final
                 aux = torch.cat([states[j][b, :n] for j in aux_layers], dim=-1) if aux_layers else None
                 out[i] = Features(ids[b, :n].to(device), len(row["prompt_ids"]),
-                                  final.to(torch.bfloat16) if keep_final else None,
+                                  kept.to(torch.bfloat16) if keep_final else None,
                                   aux.to(torch.bfloat16) if aux is not None else None, str(row.get("id", "")),
                                   int(row.get("sample", 0)), model.lm_head(final).argmax(-1))
+    hook.remove()
     return out
 
 

@@ -134,7 +134,7 @@ def train(method: str, out: str | Path | None = None, *, steps: int | None = Non
     log_every = log_every or max(1, steps // 16)  # also how often held-back prompts are scored
     started = time.perf_counter()
     rows = load_data(data, num_sequences)
-    seqs = features or features_for(method, rows, max_len=max_len)
+    seqs = features or features_for(method, rows, max_len=max_len, device=device)  # the target runs where the head does
     feature_s = time.perf_counter() - started
     model = build_drafter(method, seqs, device, used.draft_vocab, used.medusa_layers, used.ttt_steps)
     params = list(model.parameters())
