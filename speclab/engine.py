@@ -160,19 +160,23 @@ def _in_process(wanted: bool):
     so that servers and engines opened later by this process keep vLLM's default."""
     name = "VLLM_ENABLE_V1_MULTIPROCESSING"
     saved = os.environ.get(name)
-    if wanted:
-        os.environ[name] = "0"
+    if not wanted:
+        yield
+        return
+    os.environ[name] = "0"
     try:
         yield
     finally:
-        if wanted:
-            os.environ.pop(name) if saved is None else os.environ.__setitem__(name, saved)
-            from vllm import envs
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved
+        from vllm import envs
 
-            # an engine core freezes vLLM's environment reads once it is built (envs.enable_envs_cache);
-            # in this process that would also freeze them for every later engine
-            with contextlib.suppress(AttributeError):
-                envs.disable_envs_cache()
+        # an engine core freezes vLLM's environment reads once it is built (envs.enable_envs_cache);
+        # in this process that would also freeze them for every later engine
+        with contextlib.suppress(AttributeError):
+            envs.disable_envs_cache()
 
 
 def _torch_threads(count: int | None = None) -> int:
@@ -228,7 +232,7 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     from vllm import LLM
 
     in_process = device == "cpu" and os.environ.get(IN_PROCESS_ENV) == "1"
-    torch_threads = _torch_threads()
+    torch_threads = _torch_threads() if in_process else None  # the worker will set them in this process
     started = time.perf_counter()
     llm = None
     try:

@@ -50,7 +50,7 @@ def register_kernels_once() -> bool:
 
     Each engine start calls ``register_triton_kernel_overrides``, which wraps the kernels again and
     rebinds every reference to them found in ``sys.modules``. In a fresh worker process that scan is
-    harmless; with the engine in the caller's process (speclab's CPU default, ``speclab.engine``) a
+    harmless; with the engine in the caller's process (``speclab.engine.IN_PROCESS_ENV``, the test suite's lessons) a
     later engine finds modules the earlier ones imported, and one of llvmlite's objects (loaded by
     the n-gram proposer) breaks the scan: ``'_lib_fn_wrapper' object has no attribute 'get'``.
     The first registration already points every holder at the stand-ins, so later ones are skipped.

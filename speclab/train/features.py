@@ -61,8 +61,17 @@ def target_features(rows: list[dict], model=None, aux_layers=drafter_layouts.EAG
     """
     model = model or load_target(device)
     device = next(model.parameters()).device
-    seen = {}
-    hook = model.model.norm.register_forward_hook(lambda mod, args, out: seen.update(raw=args[0]))
+    seen = {}  # with before_final_norm: the final norm's input, caught as the forward passes it
+    hook = (model.model.norm.register_forward_hook(lambda mod, args, out: seen.update(raw=args[0]))
+            if before_final_norm else None)
+    try:
+        return _features(rows, model, device, aux_layers, max_len, batch_size, keep_final, seen)
+    finally:
+        if hook is not None:
+            hook.remove()
+
+
+def _features(rows, model, device, aux_layers, max_len, batch_size, keep_final, seen) -> list[Features]:
     ids_of = [torch.tensor((r["prompt_ids"] + r["answer_ids"])[:max_len]) for r in rows]
     order = sorted(range(len(rows)), key=lambda i: len(ids_of[i]))
     out = [None] * len(rows)
@@ -79,13 +88,12 @@ def target_features(rows: list[dict], model=None, aux_layers=drafter_layouts.EAG
             for b, i in enumerate(chunk):
                 n, row = lengths[b], rows[i]
                 final = res.last_hidden_state[b, :n]
-                kept = seen["raw"][b, :n] if before_final_norm else final
+                kept = seen["raw"][b, :n] if seen else final
                 aux = torch.cat([states[j][b, :n] for j in aux_layers], dim=-1) if aux_layers else None
                 out[i] = Features(ids[b, :n].to(device), len(row["prompt_ids"]),
                                   kept.to(torch.bfloat16) if keep_final else None,
                                   aux.to(torch.bfloat16) if aux is not None else None, str(row.get("id", "")),
                                   int(row.get("sample", 0)), model.lm_head(final).argmax(-1))
-    hook.remove()
     return out
 
 

@@ -23,9 +23,15 @@ from pathlib import Path
 import torch
 
 from .. import drafter_layouts, drafters
+from ..atomic import write_json
+from ..envcheck import device_name
 from ..errors import SpeclabError
 from ..models import fetch_smollm2
-from .features import MAX_LEN, target_features
+from .data import load_data
+from .evaluate import evaluate
+from .features import MAX_LEN, load_target, target_features
+from .loop import train as train_own
+from .recipes import SHIPPED_DATA, recipe
 
 HIDDEN_STATES = "hidden_states"  # speculators' file backend: <data>/hidden_states/hs_<row>.safetensors
 
@@ -52,8 +58,6 @@ def write_dataset(rows: list[dict], out: str | Path, *, model=None, device: str 
     from datasets import Dataset
     from safetensors.torch import save_file
     from speculators.train.vocab_mapping import save_token_frequency_distribution
-
-    from .features import load_target
 
     out = Path(out)
     (out / HIDDEN_STATES).mkdir(parents=True, exist_ok=True)
@@ -127,13 +131,6 @@ def compare(out: str | Path, *, num_rows: int = 8000, epochs: int = 5, device: s
     passes over them: speculators' EAGLE-3 trainer, and speclab's own head (batch 32, its recipe's
     learning rate and draft vocabulary), then both measured in vLLM side by side on the held-out
     prompts (k=3, 64 tokens, greedy), with the shipped head beside them."""
-    from ..atomic import write_json
-    from ..envcheck import device_name
-    from .data import load_data
-    from .evaluate import evaluate
-    from .loop import train as train_own
-    from .recipes import SHIPPED_DATA, recipe
-
     require_speculators()
     out = Path(out)
     rows = load_data(SHIPPED_DATA, num_rows)
