@@ -64,3 +64,21 @@ def test_without_the_library_one_line_says_what_to_install(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "speculators", None)  # as if not installed
     with pytest.raises(SpeclabError, match=r"pip install speculators"):
         library.require_speculators()
+
+
+def test_validation_reads_speculators_per_pass_metrics(tmp_path):
+    """speculators writes <epoch>/val_metrics.json for each pass that lowered the loss; "checkpoint_best" is a link."""
+    for epoch, loss, accs in ((0, 8.2861, (0.4351, 0.2019)), (2, 6.5274, (0.5216, 0.2934))):
+        (tmp_path / str(epoch)).mkdir()
+        metrics = {"loss_epoch": loss, **{f"full_acc_{i}_epoch": a for i, a in enumerate(accs)}, "cond_acc_0_epoch": 1}
+        (tmp_path / str(epoch) / "val_metrics.json").write_text(json.dumps(metrics))
+    (tmp_path / "checkpoint_best").mkdir()
+    (tmp_path / "checkpoint_best" / "val_metrics.json").write_text(json.dumps({"loss_epoch": 0.0}))
+    assert library.validation(tmp_path) == {"epoch": [0, 2], "loss": [8.286, 6.527],
+                                            "top1_position_1": [0.435, 0.522], "top1_position_2": [0.202, 0.293]}
+
+
+def test_a_run_of_another_size_is_not_resumed(tmp_path):
+    (tmp_path / "steps.json").write_text(json.dumps({"rows": 64, "epochs": 2}))
+    with pytest.raises(SpeclabError, match="another --out"):
+        library.train_both(tmp_path, num_rows=32, epochs=2, device="cpu")

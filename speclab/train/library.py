@@ -18,15 +18,16 @@ import json
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import torch
 
 from .. import drafter_layouts, drafters
 from ..atomic import write_json
-from ..envcheck import device_name
+from ..envcheck import device_name, versions
 from ..errors import SpeclabError
-from ..models import fetch_smollm2
+from ..models import REPO_ROOT, fetch_smollm2
 from .data import load_data
 from .evaluate import evaluate
 from .features import MAX_LEN, load_target, target_features
@@ -34,6 +35,7 @@ from .loop import train as train_own
 from .recipes import SHIPPED_DATA, recipe
 
 HIDDEN_STATES = "hidden_states"  # speculators' file backend: <data>/hidden_states/hs_<row>.safetensors
+RECORDED = REPO_ROOT / "data" / "drafters" / "speculators_eagle3.json"  # compare()'s recorded run
 
 
 def require_speculators() -> None:
@@ -110,7 +112,8 @@ def train(data: str | Path, save_path: str | Path, *, log_file: str | Path | Non
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise SpeclabError(f"speculators train failed (exit {proc.returncode}); its output is in {sink.name}")
-    return {"command": " ".join(command[1:]), "seconds": round(seconds, 1), "folder": str(checkpoint(save_path))}
+    return {"command": " ".join(command[1:]), "seconds": round(seconds, 1),
+            "folder": str(checkpoint(save_path).resolve())}
 
 
 def checkpoint(save_path: str | Path) -> Path:
@@ -125,46 +128,92 @@ def checkpoint(save_path: str | Path) -> Path:
     return epochs[-1]
 
 
-def compare(out: str | Path, *, num_rows: int = 8000, epochs: int = 5, device: str = "cuda",
-            profile: str = "gpu-tiny", result: str | Path | None = None, log=print) -> dict:
+def validation(save_path: str | Path) -> dict:
+    """speculators' held-back metrics per pass, from the ``<epoch>/val_metrics.json`` it writes for
+    every pass that lowered the validation loss: the loss and top-1 accuracy at each draft position."""
+    rows = sorted((int(p.parent.name), json.loads(p.read_text())) for p in Path(save_path).glob("*/val_metrics.json")
+                  if p.parent.name.isdigit())
+    curve = {"epoch": [e for e, _ in rows], "loss": [round(m.get("loss_epoch", float("nan")), 3) for _, m in rows]}
+    positions = sorted({int(k.split("_")[2]) for _, m in rows for k in m if k.startswith("full_acc_")})
+    for i in positions:
+        curve[f"top1_position_{i + 1}"] = [round(m.get(f"full_acc_{i}_epoch", float("nan")), 3) for _, m in rows]
+    return curve
+
+
+def recorded() -> dict:
+    """The recorded comparison (:func:`compare`'s record, heads trained on an H200): what lesson 11 shows."""
+    return json.loads(RECORDED.read_text())
+
+
+def train_both(out: str | Path, *, num_rows: int = 8000, epochs: int = 5, device: str = "cuda", log=print) -> dict:
     """Both paths on the same rows (the first ``num_rows`` of the shipped data) and the same number of
     passes over them: speculators' EAGLE-3 trainer, and speclab's own head (batch 32, its recipe's
-    learning rate and draft vocabulary), then both measured in vLLM side by side on the held-out
-    prompts (k=3, 64 tokens, greedy), with the shipped head beside them."""
-    require_speculators()
+    learning rate and draft vocabulary). Each step is recorded in ``<out>/steps.json`` with paths
+    relative to ``out``: a run cut short resumes, and the folder can be measured on another machine."""
     out = Path(out)
     rows = load_data(SHIPPED_DATA, num_rows)
-    done = out / "steps.json"  # each step's record, so that a run cut short by a time limit resumes
+    done = out / "steps.json"
     steps_done = json.loads(done.read_text()) if done.is_file() else {}
-    if "data" not in steps_done:
+    if steps_done and (steps_done.get("rows"), steps_done.get("epochs")) != (len(rows), epochs):
+        raise SpeclabError(f"{out} holds a run of {steps_done.get('rows')} rows x {steps_done.get('epochs')} passes; "
+                           "use another --out for a different size")
+    steps_done.update(rows=len(rows), epochs=epochs)
+    if "speculators" not in steps_done:
+        require_speculators()
         started = time.perf_counter()
         write_dataset(rows, out / "data", device=device, log=log)
-        steps_done["data"] = {"hidden_states_seconds": round(time.perf_counter() - started, 1)}
+        states = round(time.perf_counter() - started, 1)
+        run = train(out / "data", out / "speculators", epochs=epochs)
+        steps_done["speculators"] = {
+            "version": metadata.version("speculators"), "device": device_name(), "hidden_states_seconds": states,
+            "train_seconds": run["seconds"], "command": run["command"],
+            "folder": str(Path(run["folder"]).relative_to(out.resolve()))}
         write_json(done, steps_done)
-    if "speculators" not in steps_done:
-        steps_done["speculators"] = train(out / "data", out / "speculators", epochs=epochs)
+        steps_done["speculators"]["validation"] = validation(out / "speculators")
         write_json(done, steps_done)
     log(f"speculators: {steps_done['speculators']}")
-    own = recipe("eagle3")
-    steps = max(1, round(epochs * len(rows) / own.batch_size))
     if "speclab" not in steps_done:
-        started = time.perf_counter()
+        own = recipe("eagle3")
+        steps = max(1, round(epochs * len(rows) / own.batch_size))
         mine = train_own("eagle3", out / "speclab", steps=steps, data=SHIPPED_DATA, num_sequences=num_rows,
                          device=device, draft_vocab=own.draft_vocab, lr=own.lr, quiet=True)
-        steps_done["speclab"] = {"steps": steps, "batch_size": own.batch_size, "train_seconds": round(mine.seconds, 1),
-                                 "seconds": round(time.perf_counter() - started, 1)}
+        card = drafter_layouts.read_card(out / "speclab")["training"]
+        steps_done["speclab"] = {"device": device_name(), "steps": steps, "batch_size": own.batch_size,
+                                 "feature_seconds": card["feature_seconds"],
+                                 "train_seconds": round(mine.seconds - card["feature_seconds"], 1),
+                                 "folder": "speclab"}
         write_json(done, steps_done)
-    library = steps_done["speculators"]
-    measured = evaluate({"speculators": library["folder"], "speclab": out / "speclab",
-                         "speclab, shipped": drafters.SHIPPED_DIR / "eagle3"}, profile=profile, output_len=64,
-                        write_card=False, log=log)
-    record = {"rows": len(rows), "epochs": epochs, "device": device_name(),
-              "speculators": {**library, **steps_done["data"]}, "speclab": steps_done["speclab"],
-              "acceptance": measured}
+    log(f"speclab: {steps_done['speclab']}")
+    return steps_done
+
+
+def compare(out: str | Path, *, num_rows: int = 8000, epochs: int = 5, device: str = "cuda",
+            profile: str = "gpu-tiny", result: str | Path | None = None, log=print) -> dict:
+    """:func:`train_both`, then the two heads measured in vLLM side by side on ``profile`` with the
+    shipped head beside them (the held-out prompts all at once, k=3, 64 tokens, greedy)."""
+    out = Path(out)
+    steps_done = train_both(out, num_rows=num_rows, epochs=epochs, device=device, log=log)
+    heads = {"speculators": out / steps_done["speculators"]["folder"], "speclab": out / steps_done["speclab"]["folder"],
+             "speclab, shipped": drafters.SHIPPED_DIR / "eagle3"}
+    measured = evaluate(heads, profile=profile, output_len=64, write_card=False, log=log)
+    env = versions()
+    record = {
+        "measured": f"{env['date'][:10]}, {device_name()}, vLLM {env['vllm']}, torch {env['torch']}; "
+                    f"train.evaluate on profile {profile}: data/prompts/heldout.jsonl (all at once), k=3, "
+                    "64 tokens, greedy",
+        **steps_done, "speclab_shipped": shipped_training(), "acceptance": measured}
     if result:
         write_json(result, record)
     return record
 
+
+def shipped_training() -> dict:
+    """How the shipped EAGLE-3 head was trained (its card): the third column of the comparison."""
+    card = drafter_layouts.read_card(drafters.SHIPPED_DIR / "eagle3")
+    run = card["training"]
+    return {"rows": card["data"]["sequences"], "steps": run["steps"], "batch_size": run["batch_size"],
+            "train_seconds": round(run["seconds"] - run["feature_seconds"], 1),  # its card's seconds hold both
+            "feature_seconds": run["feature_seconds"]}
 
 if __name__ == "__main__":
     import argparse
@@ -174,7 +223,12 @@ if __name__ == "__main__":
     parser.add_argument("--num-rows", type=int, default=8000)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--profile", default="gpu-tiny")
+    parser.add_argument("--device", default="cuda")
     parser.add_argument("--result", default=None)
+    parser.add_argument("--train-only", action="store_true", help="train both heads, measure them elsewhere")
     a = parser.parse_args()
-    print(json.dumps(compare(a.out, num_rows=a.num_rows, epochs=a.epochs, profile=a.profile, result=a.result),
-                     indent=1))
+    if a.train_only:
+        train_both(a.out, num_rows=a.num_rows, epochs=a.epochs, device=a.device)
+    else:
+        print(json.dumps(compare(a.out, num_rows=a.num_rows, epochs=a.epochs, device=a.device, profile=a.profile,
+                                 result=a.result), indent=1))
