@@ -167,21 +167,17 @@ def train_both(out: str | Path, *, num_rows: int = 8000, epochs: int = 5, device
         steps_done["speculators"] = {
             "version": metadata.version("speculators"), "device": device_name(), "hidden_states_seconds": states,
             "train_seconds": run["seconds"], "command": run["command"],
-            "folder": str(Path(run["folder"]).relative_to(out.resolve()))}
-        write_json(done, steps_done)
-        steps_done["speculators"]["validation"] = validation(out / "speculators")
+            "folder": str(Path(run["folder"]).relative_to(out.resolve())),
+            "validation": validation(out / "speculators")}
         write_json(done, steps_done)
     log(f"speculators: {steps_done['speculators']}")
     if "speclab" not in steps_done:
         own = recipe("eagle3")
         steps = max(1, round(epochs * len(rows) / own.batch_size))
-        mine = train_own("eagle3", out / "speclab", steps=steps, data=SHIPPED_DATA, num_sequences=num_rows,
-                         device=device, draft_vocab=own.draft_vocab, lr=own.lr, quiet=True)
-        card = drafter_layouts.read_card(out / "speclab")["training"]
+        train_own("eagle3", out / "speclab", steps=steps, data=SHIPPED_DATA, num_sequences=num_rows,
+                  device=device, draft_vocab=own.draft_vocab, lr=own.lr, quiet=True)
         steps_done["speclab"] = {"device": device_name(), "steps": steps, "batch_size": own.batch_size,
-                                 "feature_seconds": card["feature_seconds"],
-                                 "train_seconds": round(mine.seconds - card["feature_seconds"], 1),
-                                 "folder": "speclab"}
+                                 **card_seconds(drafter_layouts.read_card(out / "speclab")), "folder": "speclab"}
         write_json(done, steps_done)
     log(f"speclab: {steps_done['speclab']}")
     return steps_done
@@ -196,15 +192,22 @@ def compare(out: str | Path, *, num_rows: int = 8000, epochs: int = 5, device: s
     heads = {"speculators": out / steps_done["speculators"]["folder"], "speclab": out / steps_done["speclab"]["folder"],
              "speclab, shipped": drafters.SHIPPED_DIR / "eagle3"}
     measured = evaluate(heads, profile=profile, output_len=64, write_card=False, log=log)
-    env = versions()
+    env, row = versions(), next(iter(measured.values()))
     record = {
         "measured": f"{env['date'][:10]}, {device_name()}, vLLM {env['vllm']}, torch {env['torch']}; "
-                    f"train.evaluate on profile {profile}: data/prompts/heldout.jsonl (all at once), k=3, "
-                    "64 tokens, greedy",
+                    f"train.evaluate on profile {profile}: {row['prompt_set']} ({row['num_prompts']} prompts at "
+                    f"once), k={row['k']}, {row['output_len']} tokens, greedy",
         **steps_done, "speclab_shipped": shipped_training(), "acceptance": measured}
     if result:
         write_json(result, record)
     return record
+
+
+def card_seconds(card: dict) -> dict:
+    """A speclab card's time, split: its ``seconds`` hold the target's features and the training both."""
+    run = card["training"]
+    return {"feature_seconds": run["feature_seconds"],
+            "train_seconds": round(run["seconds"] - run["feature_seconds"], 1)}
 
 
 def shipped_training() -> dict:
@@ -212,8 +215,8 @@ def shipped_training() -> dict:
     card = drafter_layouts.read_card(drafters.SHIPPED_DIR / "eagle3")
     run = card["training"]
     return {"rows": card["data"]["sequences"], "steps": run["steps"], "batch_size": run["batch_size"],
-            "train_seconds": round(run["seconds"] - run["feature_seconds"], 1),  # its card's seconds hold both
-            "feature_seconds": run["feature_seconds"]}
+            **card_seconds(card)}
+
 
 if __name__ == "__main__":
     import argparse
