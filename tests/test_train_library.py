@@ -82,3 +82,16 @@ def test_a_run_of_another_size_is_not_resumed(tmp_path):
     (tmp_path / "steps.json").write_text(json.dumps({"rows": 64, "epochs": 2}))
     with pytest.raises(SpeclabError, match="another --out"):
         library.train_both(tmp_path, num_rows=32, epochs=2, device="cpu")
+
+
+def test_the_recorded_comparison_is_like_for_like():
+    """Both heads of the recorded run saw the same rows for the same passes, and all three were measured."""
+    run = library.recorded()
+    ours = run["speclab"]
+    assert ours["steps"] == round(run["epochs"] * run["rows"] / ours["batch_size"])
+    assert len(run["speculators"]["validation"]["epoch"]) == run["epochs"]
+    rows = run["acceptance"]
+    assert set(rows) == {"speculators", "speclab", "speclab, shipped"}
+    assert len({(r["prompt_set"], r["k"], r["output_len"], r["baseline_tokens_per_s"]) for r in rows.values()}) == 1
+    for r in rows.values():  # acceptance length = 1 + the per-position rates' sum
+        assert r["acceptance_length"] == pytest.approx(1 + sum(r["per_position_rates"]), abs=2e-3)
