@@ -42,8 +42,11 @@ RESERVED_CPUS_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 # A CPU engine is three processes by default: the caller, vLLM's EngineCore and its worker, and each
 # spawned one imports vLLM again (about 13 s apiece on the 2-core machine). SPECLAB_ENGINE_IN_PROCESS=1
 # runs the engine core and its worker inside the caller (vLLM's VLLM_ENABLE_V1_MULTIPROCESSING=0): an
-# eager start took 5-7 s there against 29-31 s. The test suite's lessons use it; the lessons' own
-# measurements keep vLLM's default layout.
+# eager start took 5-7 s there against 29-31 s, and on 2 cores it also ran faster, the steps no longer
+# handed between processes (``python -m speclab.cpu_speed`` with it set and unset, two fresh compiled
+# engines each: baseline 24.5 against 18.8 tok/s one request at a time, n-gram 1.61x against 1.22x).
+# The lessons (``make run``'s kernels, ``runner.kernel_env``) and the test suite use it; scripts and
+# servers keep vLLM's default layout unless it is set.
 IN_PROCESS_ENV = "SPECLAB_ENGINE_IN_PROCESS"
 
 
@@ -232,6 +235,8 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     from vllm import LLM
 
     in_process = device == "cpu" and os.environ.get(IN_PROCESS_ENV) == "1"
+    if in_process and quiet:  # in a notebook's kernel tqdm.auto would draw the weights' progress bar as a widget
+        kwargs.setdefault("use_tqdm_on_load", False)
     torch_threads = _torch_threads() if in_process else None  # the worker will set them in this process
     started = time.perf_counter()
     llm = None

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import logs, weights
 from .atomic import write_atomic, write_json
+from .engine import IN_PROCESS_ENV
 from .envcheck import versions
 from .models import REPO_ROOT
 
@@ -115,11 +116,13 @@ def _progress(i: int, books: list[Path], elapsed: float, expected: dict[str, flo
 
 
 def kernel_env(vllm_log: Path) -> dict[str, str]:
-    """What a lesson's kernel gets on top of our environment: its log file, and this checkout on the
+    """What a lesson's kernel gets on top of our environment: its log file, this checkout on the
     import path (the kernel runs in notebooks/, so a checkout that was never pip-installed still
-    imports speclab, as on a GPU machine where the tree was copied in)."""
+    imports speclab, as on a GPU machine where the tree was copied in), and CPU engines inside the
+    kernel (``engine.IN_PROCESS_ENV``; faster to start and to run, see there) unless the caller chose."""
     path = [str(REPO_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {logs.ENV: str(vllm_log), "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
+    return {logs.ENV: str(vllm_log), "PYTHONPATH": os.pathsep.join(dict.fromkeys(path)),
+            IN_PROCESS_ENV: os.environ.get(IN_PROCESS_ENV, "1")}
 
 
 def _results(run_dir: Path) -> dict:

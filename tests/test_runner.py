@@ -68,6 +68,13 @@ def test_a_lesson_kernel_imports_this_checkout(monkeypatch, tmp_path):
     assert runner.kernel_env(tmp_path / "00.log")["PYTHONPATH"] == str(runner.REPO_ROOT)
 
 
+def test_lesson_engines_run_in_the_kernel_unless_the_caller_chose(monkeypatch, tmp_path):
+    monkeypatch.delenv(runner.IN_PROCESS_ENV, raising=False)
+    assert runner.kernel_env(tmp_path / "00.log")[runner.IN_PROCESS_ENV] == "1"
+    monkeypatch.setenv(runner.IN_PROCESS_ENV, "0")
+    assert runner.kernel_env(tmp_path / "00.log")[runner.IN_PROCESS_ENV] == "0"
+
+
 def test_recorded_gpu_results_say_where_they_ran():
     from speclab import report
     from speclab.errors import SpeclabError
