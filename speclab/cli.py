@@ -34,7 +34,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-lookup-max", type=int, default=5)
     p.add_argument("--prompt-lookup-min", type=int, default=2)
     p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
+                   help="skip torch.compile (default: eager on a CPU, compiled on a GPU)")
     p.add_argument("--enable-chunked-prefill", action="store_true")
     p.add_argument("--max-model-len", type=int, default=None,
                    help="default 16384 on a GPU (as in vLLM's offline example); the profile's own on the CPU")

@@ -48,7 +48,7 @@ def method_config(profile: str, method: str, k: int) -> dict | None:
 
 
 def measure_alone_and_together(profile: str, config: dict | None, inputs: list, sampling,
-                               enforce_eager: bool) -> tuple[bench.RunStats, bench.RunStats]:
+                               enforce_eager: bool | None) -> tuple[bench.RunStats, bench.RunStats]:
     """One fresh engine: every prompt alone, one after another (summed into one record), then all at once."""
     with open_engine(profile, config, enforce_eager=enforce_eager) as llm:
         bench.warm_up(llm, sampling, inputs[0])
@@ -60,7 +60,7 @@ def measure_alone_and_together(profile: str, config: dict | None, inputs: list, 
     return alone, together
 
 
-def measure_engine(profile: str, config: dict | None, inputs: list, sampling, enforce_eager: bool) -> dict:
+def measure_engine(profile: str, config: dict | None, inputs: list, sampling, enforce_eager: bool | None) -> dict:
     """One fresh engine -> {mode: (tokens/s, counters)}."""
     alone, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
     return {"batch 1": (alone.output_tokens_per_s, alone.counters),
@@ -68,7 +68,7 @@ def measure_engine(profile: str, config: dict | None, inputs: list, sampling, en
 
 
 def run(profile: str, methods: list[str], k: int, reserved: list[str], engines: int, categories: list[str],
-        per_category: int, output_len: int, enforce_eager: bool, log=print) -> list[dict]:
+        per_category: int, output_len: int, enforce_eager: bool | None, log=print) -> list[dict]:
     """Every (reserved cores, method) on ``engines`` fresh engines -> one row per mode with medians.
 
     Every config is checked against the target before the first engine starts."""
@@ -146,7 +146,7 @@ def step_row(label: str, output_tokens: int, elapsed_s: float, counters: metrics
 
 
 def measure_steps(profile: str, label: str, config: dict | None, inputs: list, sampling,
-                  enforce_eager: bool) -> list[dict]:
+                  enforce_eager: bool | None) -> list[dict]:
     """One fresh engine -> a step row for the prompts one at a time and one for all of them at once."""
     alone, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
     return [step_row(label, alone.output_tokens, alone.elapsed_s, alone.counters),
@@ -177,7 +177,7 @@ def step_breakdown(rows: list[dict]) -> dict:
 
 
 def run_steps(profile: str, k_values: list[int], engines: int, categories: list[str], per_category: int,
-              output_len: int, enforce_eager: bool, log=print) -> list[dict]:
+              output_len: int, enforce_eager: bool | None, log=print) -> list[dict]:
     chosen = step_configs(k_values)
     target = resolve_model(get_profile(profile).target)
     for config in chosen.values():
@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--categories", default="summarisation,code")
     parser.add_argument("--prompts-per-category", type=int, default=4)
     parser.add_argument("--output-len", type=int, default=96)
-    parser.add_argument("--enforce-eager", action="store_true", help="skip torch.compile (faster start, slower run)")
+    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
+                        help="skip torch.compile (default: speclab's CPU default, eager; --no-enforce-eager compiles)")
     parser.add_argument("--steps", action="store_true",
                         help="time a step instead: plain, the n-gram path at k=0, n-gram at --k-values")
     parser.add_argument("--k-values", default="1,3,5", help="with --steps: comma-separated n-gram k")

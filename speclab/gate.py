@@ -143,6 +143,7 @@ def notebook_parameters(books) -> dict:
     return defaults
 
 
+FLAG_PARAMETERS = ("enforce_eager",)  # true or false, where a lesson's default None means "the device's own"
 COUNT_PARAMETERS = ("k", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min", "num_prompts",
                     "output_len", "prompts_per_category", "k_for_temperature", "steps", "num_sequences")
 
@@ -160,7 +161,7 @@ def check_params(params: dict, books) -> None:
             raise SpeclabError(f"-p {name}: no selected notebook takes it{_did_you_mean(name, defaults)}; "
                                f"they take {', '.join(sorted(set(defaults) - {'profile', 'output_dir'}))}")
         default, shown = defaults[name], f"-p {name} {value!r}"
-        if isinstance(default, bool):
+        if isinstance(default, bool) or name in FLAG_PARAMETERS:
             _require(isinstance(value, bool), f"{shown}: expected true or false")
         elif isinstance(default, int):
             _require(isinstance(value, int) and not isinstance(value, bool), f"{shown}: expected a whole number")

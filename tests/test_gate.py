@@ -71,6 +71,7 @@ CLI_CASES = [
     (["run", "-p", "method", "eagel"], "unknown method 'eagel' (did you mean 'eagle'?)"),
     (["run", "-p", "methods", "[ngram, lookahead]"], "unknown method 'lookahead'"),
     (["run", "-p", "enforce_eager", "maybe"], "expected true or false"),
+    (["run", "--only", "02", "-p", "enforce_eager", "maybe"], "expected true or false"),  # its default is None
     (["run", "-p", "profile", "gpu-tiny"], "-p profile: use --profile instead"),
     (["run", "--only", "02", "-p", "method", "eagle"], "-p method: no selected notebook takes it"),
     (["run", "--only", "99"], "--only '99' matches no notebook"),

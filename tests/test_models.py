@@ -128,6 +128,10 @@ def test_engine_settings_follow_the_device_and_the_models_own_limit(target_dir):
     assert on_cuda["max_model_len"] == 8192 and on_cuda["model"] == str(target_dir)  # SmolLM2 allows 8192
     on_cpu = engine_kwargs(get_profile("gpu-tiny"), None, device="cpu")
     assert on_cpu["max_model_len"] == CPU_DEFAULTS["max_model_len"] and "gpu_memory_utilization" not in on_cpu
+    # eager on a CPU unless asked otherwise (None, a lesson's default, keeps the device's choice); compiled on a GPU
+    assert on_cpu["enforce_eager"] is True and "enforce_eager" not in on_cuda
+    assert engine_kwargs(get_profile("cpu-tiny"), None, device="cpu", enforce_eager=None)["enforce_eager"] is True
+    assert engine_kwargs(get_profile("cpu-tiny"), None, device="cpu", enforce_eager=False)["enforce_eager"] is False
     mtp = drafters.provide("tiny-mtp")
     assert engine_kwargs(get_profile("gpu-tiny"), None, device="cuda", model=str(mtp))["max_model_len"] == 4096
     assert engine_kwargs(get_profile("gpu-tiny"), None, device="cuda", max_model_len=1024)["max_model_len"] == 1024

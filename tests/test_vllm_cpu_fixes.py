@@ -28,11 +28,11 @@ def test_expand_by_hand():
 PROBE = """
 import json, sys
 import torch
-import vllm._C  # noqa: F401  (registers the CPU ops)
+from vllm.platforms import current_platform
+current_platform.import_kernels()  # the CPU ops built for this processor (vllm._C needs AVX-512; AVX2 has its own)
 if sys.argv[1] == "fixed":
     from speclab import vllm_cpu_fixes
     assert vllm_cpu_fixes.install()
-from vllm.platforms import current_platform
 current_platform.register_triton_kernel_overrides()
 from vllm.v1.sample import rejection_sampler as rs
 out = rs.expand_batch_to_tokens(torch.tensor([0.5, 1.5, 0.0]), torch.tensor([3, 4, 6], dtype=torch.int64), 6,
@@ -60,10 +60,10 @@ def test_without_the_fix_the_cpu_build_leaves_them_unwritten():
 
 ONCE_PROBE = """
 import json
-import vllm._C  # noqa: F401
+from vllm.platforms import current_platform
+current_platform.import_kernels()
 from speclab import vllm_cpu_fixes
 assert vllm_cpu_fixes.register_kernels_once() and vllm_cpu_fixes.register_kernels_once()  # idempotent
-from vllm.platforms import current_platform
 from vllm.v1.worker import block_table
 current_platform.register_triton_kernel_overrides()
 first = block_table.ComputeSlotMappingKernel.kernel

@@ -11,7 +11,7 @@ from .recipes import EVAL_K
 
 
 def evaluate(folders: dict, *, k: int = EVAL_K, prompts: str = "heldout", num_prompts: int | None = None,
-             output_len: int = 128, enforce_eager: bool = False, write_card: bool = True, log=None,
+             output_len: int = 128, enforce_eager: bool | None = None, write_card: bool = True, log=None,
              profile: str = "cpu-tiny") -> dict:
     """Acceptance with vLLM for ``{name: folder}``: one baseline, then each drafter (greedy).
 
