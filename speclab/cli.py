@@ -80,7 +80,8 @@ def add_serve_args(p) -> None:
     p.add_argument("--port", type=int, default=None, help="default: a free port")
     p.add_argument("--host", default=HOST, help="where to listen: 127.0.0.1 (default, this machine) or 0.0.0.0 "
                                                   "(every interface; vLLM's server has no authentication)")
-    p.add_argument("--enforce-eager", action="store_true", help="skip torch.compile: faster start, slower tokens")
+    p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
+                   help="skip torch.compile: a faster start (default: eager on a CPU, compiled on a GPU)")
     p.add_argument("--startup-timeout", type=float, default=STARTUP_TIMEOUT_S)
     p.add_argument("--log", dest="log_path", default=None, help="server log file (default: under the speclab cache)")
 

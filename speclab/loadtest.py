@@ -136,7 +136,7 @@ def _cell(value) -> str:
 
 
 def compare(profile, speculative_config: dict, prompts: list | None = None, levels=DEFAULT_LEVELS,
-            requests_per_level: int = 8, max_tokens: int = 64, enforce_eager: bool = False,
+            requests_per_level: int = 8, max_tokens: int = 64, enforce_eager: bool | None = None,
             timeout: float = REQUEST_TIMEOUT_S, progress: bool = True) -> LoadComparison:
     """Start a baseline server, sweep, stop it; then the same with speculation."""
     prompts = prompts or chat_prompts()

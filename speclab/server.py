@@ -65,8 +65,10 @@ def check_host(host: str) -> None:
 
 
 def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
-                port: int, enforce_eager: bool = False, extra_args=(), host: str = HOST) -> list[str]:
+                port: int, enforce_eager: bool | None = None, extra_args=(), host: str = HOST) -> list[str]:
     """The command line that starts the server (the same defaults as ``speclab.engine``).
+
+    ``enforce_eager``: None takes the engine's default for the device (eager on a CPU, compiled on a GPU).
 
     ``host``: where it listens, 127.0.0.1 (this machine) or 0.0.0.0 (every interface: a workshop room).
     """
@@ -77,9 +79,11 @@ def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative
             "--served-model-name", served_name(profile), "--host", host, "--port", str(port)]
     kwargs.pop("disable_log_stats")  # a server logs stats unless told otherwise
     speculative = kwargs.pop("speculative_config", None)
+    device_default = kwargs.pop("enforce_eager", False)  # a bare flag in vLLM, added below
+    eager = device_default if enforce_eager is None else enforce_eager
     for key, value in kwargs.items():
         argv += [_flag(key), str(value)]
-    if enforce_eager:
+    if eager:
         argv.append("--enforce-eager")
     if speculative is not None:
         argv += ["--speculative-config", json.dumps(speculative)]
@@ -233,7 +237,7 @@ def _stopped_with_parent(argv: list[str]) -> list[str]:
 
 def start(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
           port: int | None = None, log_path: str | Path | None = None, startup_timeout: float = STARTUP_TIMEOUT_S,
-          extra_args=(), enforce_eager: bool = False, validate: bool = True, host: str = HOST) -> Server:
+          extra_args=(), enforce_eager: bool | None = None, validate: bool = True, host: str = HOST) -> Server:
     """Start the server and wait until it is healthy; prefer ``serve`` (it always stops it).
 
     ``validate=False`` skips speclab's own config check, so that vLLM's check answers.
@@ -286,7 +290,7 @@ def _wait_healthy(server: Server, timeout: float) -> None:
 @contextlib.contextmanager
 def serve(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_config: dict | None = None, *,
           port: int | None = None, log_path: str | Path | None = None, startup_timeout: float = STARTUP_TIMEOUT_S,
-          extra_args=(), enforce_eager: bool = False, validate: bool = True, host: str = HOST):
+          extra_args=(), enforce_eager: bool | None = None, validate: bool = True, host: str = HOST):
     """Run vLLM's OpenAI-compatible server for the block; yields a :class:`Server`."""
     server = start(profile, speculative_config, port=port, log_path=log_path, startup_timeout=startup_timeout,
                    extra_args=extra_args, enforce_eager=enforce_eager, validate=validate, host=host)
