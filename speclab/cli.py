@@ -13,7 +13,7 @@ import sys
 
 from . import configs
 from .commands import cmd_bench, cmd_env, cmd_migrate, cmd_models, cmd_run, cmd_serve
-from .engine import exit_on_sigterm
+from .engine import add_enforce_eager_flag, exit_on_sigterm
 from .errors import SpeclabError
 from .profiles import DEFAULT_CPU_PROFILE
 from .server import HOST, STARTUP_TIMEOUT_S
@@ -34,8 +34,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-lookup-max", type=int, default=5)
     p.add_argument("--prompt-lookup-min", type=int, default=2)
     p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
-                   help="skip torch.compile (default: eager on a CPU, compiled on a GPU)")
+    add_enforce_eager_flag(p)
     p.add_argument("--enable-chunked-prefill", action="store_true")
     p.add_argument("--max-model-len", type=int, default=None,
                    help="default 16384 on a GPU (as in vLLM's offline example); the profile's own on the CPU")
@@ -80,8 +79,7 @@ def add_serve_args(p) -> None:
     p.add_argument("--port", type=int, default=None, help="default: a free port")
     p.add_argument("--host", default=HOST, help="where to listen: 127.0.0.1 (default, this machine) or 0.0.0.0 "
                                                   "(every interface; vLLM's server has no authentication)")
-    p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
-                   help="skip torch.compile: a faster start (default: eager on a CPU, compiled on a GPU)")
+    add_enforce_eager_flag(p)
     p.add_argument("--startup-timeout", type=float, default=STARTUP_TIMEOUT_S)
     p.add_argument("--log", dest="log_path", default=None, help="server log file (default: under the speclab cache)")
 

@@ -29,7 +29,7 @@ import sys
 
 from . import bench, configs, metrics, theory, validation
 from .atomic import write_json
-from .engine import RESERVED_CPUS_ENV, exit_on_sigterm, open_engine, resolve_drafter
+from .engine import RESERVED_CPUS_ENV, add_enforce_eager_flag, exit_on_sigterm, open_engine, resolve_drafter
 from .errors import SpeclabError
 from .model_refs import resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, get_profile
@@ -225,8 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--categories", default="summarisation,code")
     parser.add_argument("--prompts-per-category", type=int, default=4)
     parser.add_argument("--output-len", type=int, default=96)
-    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
-                        help="skip torch.compile (default: speclab's CPU default, eager; --no-enforce-eager compiles)")
+    add_enforce_eager_flag(parser)
     parser.add_argument("--steps", action="store_true",
                         help="time a step instead: plain, the n-gram path at k=0, n-gram at --k-values")
     parser.add_argument("--k-values", default="1,3,5", help="with --steps: comma-separated n-gram k")

@@ -29,7 +29,8 @@ from .profiles import Profile, get_profile, require_device
 # up to 8k tokens, or the model's own limit where that is shorter.
 # CPU engines run eager (no torch.compile): on the 2-core machine a compiled engine spent about 100 s
 # compiling before its first token, 136 s with an empty compile cache, where an eager one started in
-# 3-5 s and ran 8 prompts (96 tokens, greedy) within 10% of it one at a time and as fast batched.
+# 3-5 s and ran 8 prompts (96 tokens, greedy) about a fifth slower one at a time and as fast batched
+# (``python -m speclab.cpu_speed`` with and without --no-enforce-eager).
 # The lessons start about 30 engines, so compiling was most of the main job. Pass
 # enforce_eager=False for a compiled CPU engine; GPU engines compile (and capture CUDA graphs).
 CPU_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 2048, "max_num_seqs": 32, "enforce_eager": True}
@@ -62,6 +63,14 @@ def exit_on_sigterm() -> None:
     ``python -m speclab.cpu_speed`` dies at once and leaves vLLM's EngineCore orphaned.
     """
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def add_enforce_eager_flag(parser) -> None:
+    """``--enforce-eager/--no-enforce-eager`` for a command; left out, the device's default (CPU_DEFAULTS) holds."""
+    import argparse
+
+    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
+                        help="skip torch.compile: a faster start (default: eager on a CPU, compiled on a GPU)")
 
 
 def cpu_environment() -> dict[str, str]:

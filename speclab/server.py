@@ -74,17 +74,16 @@ def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative
     """
     check_host(host)
     profile = get_profile(profile)
-    kwargs = engine_kwargs(profile, speculative_config, device=engine_device())
+    kwargs = engine_kwargs(profile, speculative_config, device=engine_device(), enforce_eager=enforce_eager)
     argv = [sys.executable, "-m", ENTRY_POINT, "--model", kwargs.pop("model"),
             "--served-model-name", served_name(profile), "--host", host, "--port", str(port)]
     kwargs.pop("disable_log_stats")  # a server logs stats unless told otherwise
     speculative = kwargs.pop("speculative_config", None)
-    device_default = kwargs.pop("enforce_eager", False)  # a bare flag in vLLM, added below
-    eager = device_default if enforce_eager is None else enforce_eager
     for key, value in kwargs.items():
-        argv += [_flag(key), str(value)]
-    if eager:
-        argv.append("--enforce-eager")
+        if isinstance(value, bool):  # vLLM's boolean options are bare flags: --x / --no-x
+            argv.append(_flag(key) if value else _flag("no_" + key))
+        else:
+            argv += [_flag(key), str(value)]
     if speculative is not None:
         argv += ["--speculative-config", json.dumps(speculative)]
     return argv + [str(a) for a in extra_args]  # last: vLLM's parser lets a later flag win

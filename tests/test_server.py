@@ -58,7 +58,8 @@ def test_argv_uses_the_module_entry_point_and_todays_config_flag():
     assert "--enforce-eager" in argv and argv[-2:] == ["--max-num-seqs", "8"]  # extra args last: they win
     # a bare flag, once: vLLM would read a stray "True" after it as a positional model tag
     assert argv.count("--enforce-eager") == 1 and "True" not in argv
-    assert "--enforce-eager" not in server_argv("cpu-tiny", cfg, port=8123, enforce_eager=False)
+    compiled = server_argv("cpu-tiny", cfg, port=8123, enforce_eager=False)
+    assert "--enforce-eager" not in compiled and "--no-enforce-eager" in compiled
     assert not any(a.startswith("--speculative-model") or a.startswith("--num-speculative") for a in argv)
     room = server_argv("cpu-tiny", cfg, port=8123, host="0.0.0.0")  # a workshop room reaches it too
     assert room[room.index("--host") + 1] == "0.0.0.0"
