@@ -101,10 +101,18 @@ def measure(llm, prompts: list, sampling_params, label: str = "run", chat: bool 
 
 
 def warm_up(llm, sampling_params, prompt) -> None:
-    """One short request so that lazy initialisation is not billed to the first timed run."""
+    """One request with the timed runs' settings, so that one-time costs are not billed to the first run.
+
+    A short plain request is not enough: on a 2-core CPU machine (AVX-512, eager) a process's first request
+    with logprobs paid about 9 s once, so the first engine of a lesson, the baseline, measured 105 tok/s
+    after a 4-token warm-up and about 1,350 after a full-length one (tiny MTP model, 8 prompts, 128 tokens),
+    and every speedup against it looked several times too good.
+    """
     SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
 
-    llm.generate([prompt], SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
+    if not isinstance(sampling_params, SamplingParams):
+        sampling_params = SamplingParams(temperature=0, max_tokens=16)
+    llm.generate([prompt], sampling_params, use_tqdm=False)  # the same settings: logprobs included
 
 
 @dataclass
@@ -327,8 +335,8 @@ def grid(profile: str | Profile | None, runs: dict[str, dict | None], groups: di
         names = only.get(label, list(groups))
         log and log(f"{label} ...")
         with open_engine(profile, config, **engine_overrides) as llm:
-            first_inputs, first_sampling = groups[names[0]]
-            warm_up(llm, first_sampling, first_inputs[0])
+            longest = max(names, key=lambda name: getattr(groups[name][1], "max_tokens", 0) or 0)
+            warm_up(llm, groups[longest][1], groups[longest][0][0])
             out[label] = {name: measure(llm, *groups[name], label=f"{label}/{name}") for name in names}
     return out
 
