@@ -108,10 +108,6 @@ def warm_up(llm, sampling_params, prompt) -> None:
     after a 4-token warm-up and about 1,350 after a full-length one (tiny MTP model, 8 prompts, 128 tokens),
     and every speedup against it looked several times too good.
     """
-    SamplingParams = import_vllm().SamplingParams  # quietly: its import prints to the log
-
-    if not isinstance(sampling_params, SamplingParams):
-        sampling_params = SamplingParams(temperature=0, max_tokens=16)
     llm.generate([prompt], sampling_params, use_tqdm=False)  # the same settings: logprobs included
 
 

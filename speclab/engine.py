@@ -9,6 +9,7 @@ from a notebook kernel and from a script; a script must guard its entry point wi
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import os
@@ -67,8 +68,6 @@ def exit_on_sigterm() -> None:
 
 def add_enforce_eager_flag(parser) -> None:
     """``--enforce-eager/--no-enforce-eager`` for a command; left out, the device's default (CPU_DEFAULTS) holds."""
-    import argparse
-
     parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
                         help="skip torch.compile: a faster start (default: eager on a CPU, compiled on a GPU)")
 
