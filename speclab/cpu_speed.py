@@ -2,40 +2,48 @@
 
 ``python -m speclab.cpu_speed`` prints output tokens per second for the ``cpu-tiny`` profile:
 
-- **batch 1**: the prompts one after another, each waiting for the last (a learner's single request);
+- **batch 1**: the prompts one after another, each waiting for the last (a learner's single request),
+  over every prompt and over each category's;
 - **batched**: the same prompts in one call (a server's many requests).
 
 Speculation spends spare compute to save target steps, so it pays most at batch 1 and least when
-the batch already keeps the cores busy. Every method, the baseline included, runs on ``--engines``
-fresh engines (a fresh engine moves throughput by several percent) and the table shows medians,
-measured side by side in one process. ``--reserved-cpus 1,0`` repeats it all with vLLM's scheduler
-core reserved (vLLM's own default on x86, ``VLLM_CPU_NUM_OF_RESERVED_CPU``) and with every core
-computing (speclab's default on a 2-core machine, ``speclab.engine.cpu_environment``); ``default``
-leaves the choice to speclab.
+the batch already keeps the cores busy. Every method runs at each ``--k``; every method, the baseline
+included, runs on ``--engines`` fresh engines (a fresh engine moves throughput by several percent) and
+the table shows medians, measured side by side in one process. ``--layouts`` chooses where the engine
+runs: inside this process, as in the lessons (``in-process``, the default), or in vLLM's own EngineCore
+and worker processes (``multiprocess``, what scripts and servers get). ``--reserved-cpus 1,0`` repeats it
+all with vLLM's scheduler core reserved (vLLM's own default on x86, ``VLLM_CPU_NUM_OF_RESERVED_CPU``)
+and with every core computing (speclab's default on a 2-core machine, ``speclab.engine.cpu_environment``);
+``default`` leaves the choice to speclab.
 
-``--steps`` asks where a speculative step's time goes instead: one request at a time, it times an
+``--steps`` asks where a speculative step's time goes instead: one request at a time and batched, it times an
 engine *step* (elapsed / steps, a step being one target forward that emits 1 + accepted tokens) for
 plain decoding, for the n-gram path with every draft switched off (vLLM's
 ``num_speculative_tokens_per_batch_size`` at k=0: the speculative runner, no drafts) and for n-gram
-at each ``--k-values``; then it fits ``step = t_fixed + t_draft * (draft tokens per step)``.
+at each ``--k``; then it fits ``step = t_fixed + t_draft * (draft tokens per step)``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 
 from . import bench, configs, metrics, theory, validation
 from .atomic import write_json
-from .engine import RESERVED_CPUS_ENV, add_enforce_eager_flag, exit_on_sigterm, open_engine, resolve_drafter
+from .engine import (IN_PROCESS_ENV, RESERVED_CPUS_ENV, add_enforce_eager_flag, exit_on_sigterm, open_engine,
+                     resolve_drafter)
 from .errors import SpeclabError
 from .model_refs import resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, get_profile
 
 METHODS = ("ngram", "eagle3")
-MODES = ("batch 1", "batched")
+# Where the engine runs: inside this process (the lessons' layout, ``engine.IN_PROCESS_ENV``) or in vLLM's
+# own EngineCore and worker processes (vLLM's default, what scripts and servers get).
+LAYOUTS = {"in-process": "1", "multiprocess": "0"}
+ALL = "all"  # the row over every prompt
 
 
 def method_config(profile: str, method: str, k: int) -> dict | None:
@@ -47,76 +55,102 @@ def method_config(profile: str, method: str, k: int) -> dict | None:
     return configs.for_profile(profile, method, k)
 
 
+def method_configs(profile: str, methods: list[str], k_values: list[int]) -> dict[str, dict | None]:
+    """The baseline, then every method at every k -> {label: config}."""
+    return {"baseline": None, **{f"{m} k={k}": method_config(profile, m, k) for m in methods for k in k_values}}
+
+
 def measure_alone_and_together(profile: str, config: dict | None, inputs: list, sampling,
-                               enforce_eager: bool | None) -> tuple[bench.RunStats, bench.RunStats]:
-    """One fresh engine: every prompt alone, one after another (summed into one record), then all at once."""
+                               enforce_eager: bool | None) -> tuple[list[bench.RunStats], bench.RunStats]:
+    """One fresh engine: every prompt alone, one after another (one record each), then all at once."""
     with open_engine(profile, config, enforce_eager=enforce_eager) as llm:
         bench.warm_up(llm, sampling, inputs[0])
-        runs = [bench.measure(llm, [one], sampling) for one in inputs]
+        alone = [bench.measure(llm, [one], sampling) for one in inputs]
         together = bench.measure(llm, inputs, sampling)
-    alone = bench.RunStats("one at a time", len(runs), sum(r.output_tokens for r in runs),
-                           sum(r.elapsed_s for r in runs),
-                           sum((r.counters for r in runs), metrics.SpecCounters()))
     return alone, together
 
 
-def measure_engine(profile: str, config: dict | None, inputs: list, sampling, enforce_eager: bool | None) -> dict:
-    """One fresh engine -> {mode: (tokens/s, counters)}."""
-    alone, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
-    return {"batch 1": (alone.output_tokens_per_s, alone.counters),
-            "batched": (together.output_tokens_per_s, together.counters)}
+def by_mode(categories: list[str], alone: list[bench.RunStats], together: bench.RunStats) -> dict:
+    """One engine's runs -> {(mode, prompts): RunStats}: batch 1 over every prompt and over each category's
+    (the prompts' categories in order, one per run), batched over every prompt."""
+    out = {("batch 1", ALL): bench.combine(alone)}
+    if len(set(categories)) > 1:
+        for category in dict.fromkeys(categories):
+            out[("batch 1", category)] = bench.combine([r for c, r in zip(categories, alone) if c == category])
+    out[("batched", ALL)] = together
+    return out
 
 
-def run(profile: str, methods: list[str], k: int, reserved: list[str], engines: int, categories: list[str],
-        per_category: int, output_len: int, enforce_eager: bool | None, log=print) -> list[dict]:
-    """Every (reserved cores, method) on ``engines`` fresh engines -> one row per mode with medians.
+def summarise(setting: dict, per_engine: dict[str, list[dict]]) -> list[dict]:
+    """{label: one ``by_mode`` dict per fresh engine} -> one row per (mode, prompts, label): the median
+    tokens/s, every engine's beside it, and the speedup against the baseline's median there."""
+    rows = []
+    for key in per_engine["baseline"][0]:
+        base = statistics.median(e[key].output_tokens_per_s for e in per_engine["baseline"])
+        for label, engines in per_engine.items():
+            speeds = [e[key].output_tokens_per_s for e in engines]
+            counters = engines[0][key].counters
+            rows.append({**setting, "method": label, "mode": key[0], "prompts": key[1],
+                         "num_prompts": engines[0][key].num_prompts, "tokens_per_s": statistics.median(speeds),
+                         "tokens_per_s_each": speeds, "speedup": metrics.speedup(statistics.median(speeds), base),
+                         "acceptance_length": counters.acceptance_length if label != "baseline" else None})
+    return rows
+
+
+@contextlib.contextmanager
+def environment(name: str, value: str | None):
+    """Set (or, with None, unset) one variable for a block, then restore it."""
+    saved = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
+def run(profile: str, methods: list[str], k_values: list[int], layouts: list[str], reserved: list[str],
+        engines: int, categories: list[str], per_category: int, output_len: int, enforce_eager: bool | None,
+        log=print) -> list[dict]:
+    """Every (layout, reserved cores, method, k) on ``engines`` fresh engines -> rows of medians.
 
     Every config is checked against the target before the first engine starts."""
-    chosen = {m: method_config(profile, m, k) for m in ["baseline", *methods]}
+    chosen = method_configs(profile, methods, k_values)
     target = resolve_model(get_profile(profile).target)
     for config in chosen.values():
         validation.validate(resolve_drafter(config), target=target)
-    prompts, inputs = bench.prompt_inputs(profile, "workloads", category=categories,
-                                         num_prompts=per_category * len(categories))
+    prompts, inputs = bench.prompt_inputs(profile, "workloads", category=categories, per_category=per_category)
     sampling = bench.greedy(output_len)
-    saved = os.environ.get(RESERVED_CPUS_ENV)
     rows = []
-    try:
+    for layout in layouts:
         for setting in reserved:
-            if setting == "default":
-                os.environ.pop(RESERVED_CPUS_ENV, None)
-            else:
-                os.environ[RESERVED_CPUS_ENV] = setting
-            for method, config in chosen.items():
-                runs = []
-                for i in range(engines):
-                    log(f"reserved cpus {setting}, {method}, engine {i + 1}/{engines} ...")
-                    runs.append(measure_engine(profile, config, inputs, sampling, enforce_eager))
-                for mode in MODES:
-                    speeds = [r[mode][0] for r in runs]
-                    rows.append({"reserved_cpus": setting, "method": method, "mode": mode, "prompts": len(inputs),
-                                 "tokens_per_s": statistics.median(speeds), "tokens_per_s_each": speeds,
-                                 "acceptance_length": runs[0][mode][1].acceptance_length if config else None})
-    finally:
-        if saved is None:
-            os.environ.pop(RESERVED_CPUS_ENV, None)
-        else:
-            os.environ[RESERVED_CPUS_ENV] = saved
-    for row in rows:
-        base = next(r for r in rows if r["reserved_cpus"] == row["reserved_cpus"] and r["mode"] == row["mode"]
-                    and r["method"] == "baseline")
-        row["speedup"] = metrics.speedup(row["tokens_per_s"], base["tokens_per_s"])
+            with environment(IN_PROCESS_ENV, LAYOUTS[layout]), \
+                    environment(RESERVED_CPUS_ENV, None if setting == "default" else setting):
+                per_engine = {}
+                for label, config in chosen.items():
+                    for i in range(engines):
+                        log(f"{layout}, reserved cpus {setting}, {label}, engine {i + 1}/{engines} ...")
+                        runs = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
+                        per_engine.setdefault(label, []).append(by_mode([p.category for p in prompts], *runs))
+            rows += summarise({"layout": layout, "reserved_cpus": setting}, per_engine)
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    head = f"{'reserved':>8s}  {'method':8s}  {'mode':8s}  {'tok/s':>7s}  {'speedup':>7s}  {'acc.len':>7s}  each engine"
+    head = (f"{'layout':12s}  {'reserved':>8s}  {'mode':8s}  {'prompts':17s}  {'method':10s}  {'tok/s':>7s}  "
+            f"{'speedup':>7s}  {'acc.len':>7s}  each engine")
     lines = [head]
     for r in rows:
         acc = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.2f}"
         each = " ".join(f"{s:.1f}" for s in r["tokens_per_s_each"])
-        lines.append(f"{r['reserved_cpus']:>8s}  {r['method']:8s}  {r['mode']:8s}  {r['tokens_per_s']:7.1f}  "
-                     f"{r['speedup']:6.2f}x  {acc:>7s}  {each}")
+        prompts = f"{r['prompts']} ({r['num_prompts']})"
+        lines.append(f"{r['layout']:12s}  {r['reserved_cpus']:>8s}  {r['mode']:8s}  {prompts:17s}  {r['method']:10s}  "
+                     f"{r['tokens_per_s']:7.1f}  {r['speedup']:6.2f}x  {acc:>7s}  {each}")
     return "\n".join(lines)
 
 
@@ -148,7 +182,8 @@ def step_row(label: str, output_tokens: int, elapsed_s: float, counters: metrics
 def measure_steps(profile: str, label: str, config: dict | None, inputs: list, sampling,
                   enforce_eager: bool | None) -> list[dict]:
     """One fresh engine -> a step row for the prompts one at a time and one for all of them at once."""
-    alone, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
+    runs, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
+    alone = bench.combine(runs)
     return [step_row(label, alone.output_tokens, alone.elapsed_s, alone.counters),
             step_row(label, together.output_tokens, together.elapsed_s, together.counters, batch=len(inputs))]
 
@@ -182,8 +217,7 @@ def run_steps(profile: str, k_values: list[int], engines: int, categories: list[
     target = resolve_model(get_profile(profile).target)
     for config in chosen.values():
         validation.validate(config, target=target)
-    _, inputs = bench.prompt_inputs(profile, "workloads", category=categories,
-                                    num_prompts=per_category * len(categories))
+    _, inputs = bench.prompt_inputs(profile, "workloads", category=categories, per_category=per_category)
     sampling = bench.greedy(output_len)
     rows = []
     for label, config in chosen.items():
@@ -214,10 +248,23 @@ def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _k_values(text: str, at_least: int) -> list[int]:
+    given = _list(text)
+    k_values = [int(x) for x in given if x.isdigit() and int(x) > 0]
+    if len(given) < at_least or len(set(k_values)) != len(given):  # all valid and all different
+        need = "two or more different whole numbers" if at_least > 1 else "different whole numbers"
+        raise SpeclabError(f"--k takes {need} >= 1, comma-separated, got {text!r}")
+    return k_values
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m speclab.cpu_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated, besides the baseline")
-    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--k", default=None, help="comma-separated speculative tokens per step, every method at "
+                        "each (default: 3,5; with --steps the n-gram k to fit over, default 1,3,5)")
+    parser.add_argument("--layouts", default="in-process",
+                        help=f"comma-separated, from {', '.join(LAYOUTS)}: the engine inside this process (the "
+                             "lessons' layout) or in vLLM's own processes (scripts' and servers')")
     parser.add_argument("--reserved-cpus", default="default",
                         help="comma-separated VLLM_CPU_NUM_OF_RESERVED_CPU values to compare ('default': speclab's "
                              "choice)")
@@ -227,39 +274,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-len", type=int, default=96)
     add_enforce_eager_flag(parser)
     parser.add_argument("--steps", action="store_true",
-                        help="time a step instead: plain, the n-gram path at k=0, n-gram at --k-values")
-    parser.add_argument("--k-values", default="1,3,5", help="with --steps: comma-separated n-gram k")
+                        help="time a step instead: plain, the n-gram path at k=0, n-gram at each --k")
     parser.add_argument("--json", default=None, help="write the rows to this file")
     args = parser.parse_args(argv)
     exit_on_sigterm()
     try:
-        methods, reserved = _list(args.methods), _list(args.reserved_cpus)
+        methods, layouts, reserved = _list(args.methods), _list(args.layouts), _list(args.reserved_cpus)
         for m in methods:
             if m not in configs.METHODS:
                 raise SpeclabError(f"unknown method {m!r}: choose from {', '.join(configs.METHODS)}")
+        for layout in layouts:
+            if layout not in LAYOUTS:
+                raise SpeclabError(f"unknown layout {layout!r}: choose from {', '.join(LAYOUTS)}")
         for r in reserved:
             if r != "default" and not r.isdigit():
                 raise SpeclabError(f"--reserved-cpus takes whole numbers or 'default', got {r!r}")
-        if args.engines < 1 or args.k < 1 or args.prompts_per_category < 1 or args.output_len < 1:
-            raise SpeclabError("--engines, --k, --prompts-per-category and --output-len must be at least 1")
-        given = _list(args.k_values)
-        k_values = [int(x) for x in given if x.isdigit() and int(x) > 0]
-        if args.steps and (len(given) < 2 or len(set(k_values)) != len(given)):  # all valid and all different
-            raise SpeclabError(f"--k-values takes two or more different whole numbers >= 1, got {args.k_values!r}")
+        if args.engines < 1 or args.prompts_per_category < 1 or args.output_len < 1:
+            raise SpeclabError("--engines, --prompts-per-category and --output-len must be at least 1")
+        if args.steps and len(layouts) != 1:
+            raise SpeclabError("--steps times one layout: give --layouts one value")
+        k_values = _k_values(args.k or ("1,3,5" if args.steps else "3,5"), at_least=2 if args.steps else 1)
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         if args.steps:
-            rows = run_steps(DEFAULT_CPU_PROFILE, k_values, args.engines, _list(args.categories),
-                             args.prompts_per_category, args.output_len, args.enforce_eager, log=log)
+            with environment(IN_PROCESS_ENV, LAYOUTS[layouts[0]]):
+                rows = run_steps(DEFAULT_CPU_PROFILE, k_values, args.engines, _list(args.categories),
+                                 args.prompts_per_category, args.output_len, args.enforce_eager, log=log)
         else:
-            rows = run(DEFAULT_CPU_PROFILE, methods, args.k, reserved, args.engines, _list(args.categories),
-                       args.prompts_per_category, args.output_len, args.enforce_eager, log=log)
+            rows = run(DEFAULT_CPU_PROFILE, methods, k_values, layouts, reserved, args.engines,
+                       _list(args.categories), args.prompts_per_category, args.output_len, args.enforce_eager,
+                       log=log)
     except SpeclabError as err:
         print(f"speclab: error: {err}", file=sys.stderr)
         return 2
     print(step_table(rows) if args.steps else table(rows))
     if args.json:
-        extra = {"k_values": k_values, "breakdown": step_breakdown(rows)} if args.steps else {"k": args.k}
-        write_json(args.json, {"profile": DEFAULT_CPU_PROFILE, **extra, "output_len": args.output_len, "rows": rows})
+        extra = {"breakdown": step_breakdown(rows), "layout": layouts[0]} if args.steps else {}
+        write_json(args.json, {"profile": DEFAULT_CPU_PROFILE, "k_values": k_values, **extra,
+                               "output_len": args.output_len, "rows": rows})
     return 0
 
 

@@ -50,8 +50,9 @@ RESERVED_CPUS_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 # spawned one imports vLLM again (about 13 s apiece on the 2-core machine). SPECLAB_ENGINE_IN_PROCESS=1
 # runs the engine core and its worker inside the caller (vLLM's VLLM_ENABLE_V1_MULTIPROCESSING=0): an
 # eager start took 5-7 s there against 29-31 s, and on 2 cores it also ran faster, the steps no longer
-# handed between processes (``python -m speclab.cpu_speed`` with it set and unset, two fresh compiled
-# engines each: baseline 24.5 against 18.8 tok/s one request at a time, n-gram 1.61x against 1.22x).
+# handed between processes (``python -m speclab.cpu_speed --layouts in-process,multiprocess``, two fresh
+# eager engines each: baseline 37.5 against 32.1 tok/s one request at a time, n-gram k=3 1.79x against
+# 1.65x; batched, n-gram 1.00x against 0.78x).
 # The lessons (``make run``'s kernels, ``runner.kernel_env``) and the test suite use it; scripts and
 # servers keep vLLM's default layout unless it is set.
 IN_PROCESS_ENV = "SPECLAB_ENGINE_IN_PROCESS"
