@@ -77,8 +77,9 @@ def test_bench_ngram_baseline_end_to_end_meets_the_cpu_reference(tmp_path, targe
 @pytest.mark.engine
 @pytest.mark.parametrize("command", [
     ["speclab.cli", "bench", "--method", "ngram", "--enforce-eager", "--num-prompts", "2", "--output-len", "16"],
-    ["speclab.cpu_speed", "--steps", "--engines", "1", "--k", "1,2", "--prompts-per-category", "1",
-     "--output-len", "16", "--enforce-eager"],
+    # vLLM's own processes (the default layout runs the engine inside the command): they are what SIGTERM must reap
+    ["speclab.cpu_speed", "--steps", "--layouts", "multiprocess", "--engines", "1", "--k", "1,2",
+     "--prompts-per-category", "1", "--output-len", "16", "--enforce-eager"],
 ], ids=["bench", "cpu_speed"])
 def test_sigterm_leaves_no_engine_behind(command, target_dir):
     """A command terminated while its engine runs: the engine core and workers go with it."""
