@@ -26,15 +26,13 @@ at each ``--k``; then it fits ``step = t_fixed + t_draft * (draft tokens per ste
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import statistics
 import sys
 
 from . import bench, configs, metrics, theory, validation
 from .atomic import write_json
-from .engine import (IN_PROCESS_ENV, RESERVED_CPUS_ENV, add_enforce_eager_flag, exit_on_sigterm, open_engine,
-                     resolve_drafter)
+from .engine import (IN_PROCESS_ENV, RESERVED_CPUS_ENV, add_enforce_eager_flag, environment, exit_on_sigterm,
+                     open_engine, resolve_drafter)
 from .errors import SpeclabError
 from .model_refs import resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, get_profile
@@ -97,23 +95,6 @@ def summarise(setting: dict, per_engine: dict[str, list[dict]]) -> list[dict]:
     return rows
 
 
-@contextlib.contextmanager
-def environment(name: str, value: str | None):
-    """Set (or, with None, unset) one variable for a block, then restore it."""
-    saved = os.environ.get(name)
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
-
-
 def run(profile: str, methods: list[str], k_values: list[int], layouts: list[str], reserved: list[str],
         engines: int, categories: list[str], per_category: int, output_len: int, enforce_eager: bool | None,
         log=print) -> list[dict]:
@@ -126,17 +107,18 @@ def run(profile: str, methods: list[str], k_values: list[int], layouts: list[str
         validation.validate(resolve_drafter(config), target=target)
     prompts, inputs = bench.prompt_inputs(profile, "workloads", category=categories, per_category=per_category)
     sampling = bench.greedy(output_len)
+    prompt_categories = [p.category for p in prompts]
     rows = []
     for layout in layouts:
         for setting in reserved:
-            with environment(IN_PROCESS_ENV, LAYOUTS[layout]), \
-                    environment(RESERVED_CPUS_ENV, None if setting == "default" else setting):
+            with environment({IN_PROCESS_ENV: LAYOUTS[layout],
+                              RESERVED_CPUS_ENV: None if setting == "default" else setting}):
                 per_engine = {}
                 for label, config in chosen.items():
                     for i in range(engines):
                         log(f"{layout}, reserved cpus {setting}, {label}, engine {i + 1}/{engines} ...")
                         runs = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
-                        per_engine.setdefault(label, []).append(by_mode([p.category for p in prompts], *runs))
+                        per_engine.setdefault(label, []).append(by_mode(prompt_categories, *runs))
             rows += summarise({"layout": layout, "reserved_cpus": setting}, per_engine)
     return rows
 
@@ -296,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         k_values = _k_values(args.k or ("1,3,5" if args.steps else "3,5"), at_least=2 if args.steps else 1)
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         if args.steps:
-            with environment(IN_PROCESS_ENV, LAYOUTS[layouts[0]]):
+            with environment({IN_PROCESS_ENV: LAYOUTS[layouts[0]]}):
                 rows = run_steps(DEFAULT_CPU_PROFILE, k_values, args.engines, _list(args.categories),
                                  args.prompts_per_category, args.output_len, args.enforce_eager, log=log)
         else:

@@ -171,23 +171,36 @@ def _reap(before: set[int], timeout: float = 10.0) -> None:
             p.kill()
 
 
+def _set_environment(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str | None]):
+    """Set variables for a block (None unsets one), then put every one back as it was."""
+    saved = {name: os.environ.get(name) for name in values}
+    _set_environment(values)
+    try:
+        yield
+    finally:
+        _set_environment(saved)
+
+
 @contextlib.contextmanager
 def _in_process(wanted: bool):
     """vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING while it builds an engine; set it for that build only,
     so that servers and engines opened later by this process keep vLLM's default."""
-    name = "VLLM_ENABLE_V1_MULTIPROCESSING"
-    saved = os.environ.get(name)
     if not wanted:
         yield
         return
-    os.environ[name] = "0"
     try:
-        yield
+        with environment({"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}):
+            yield
     finally:
-        if saved is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = saved
         from vllm import envs
 
         # an engine core freezes vLLM's environment reads once it is built (envs.enable_envs_cache);

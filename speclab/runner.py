@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import logs, weights
 from .atomic import write_atomic, write_json
-from .engine import IN_PROCESS_ENV
+from .engine import IN_PROCESS_ENV, environment
 from .envcheck import versions
 from .models import REPO_ROOT
 
@@ -49,10 +49,8 @@ def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "pyth
     final = out_dir / notebook.name
     partial = out_dir / f".{notebook.stem}.partial.ipynb"
     started = time.perf_counter()
-    saved = {name: os.environ.get(name) for name in env or {}}
-    os.environ.update(env or {})
     try:
-        with logs.to_log(stderr_log, stdout=False) if stderr_log else contextlib.nullcontext():
+        with environment(env or {}), logs.to_log(stderr_log, stdout=False) if stderr_log else contextlib.nullcontext():
             pm.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name=kernel,
                                 cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
     except Exception as err:  # papermill's error names the failing cell; keep the notebook to read
@@ -60,12 +58,6 @@ def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "pyth
             partial.replace(out_dir / f"{notebook.stem}.failed.ipynb")
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[-1]
         return False, time.perf_counter() - started, first_line[:300]
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     partial.replace(final)
     return True, time.perf_counter() - started, None
 

@@ -1,6 +1,7 @@
 """Provisioning: idempotent, atomic, verified."""
 
 import json
+import os
 
 import pytest
 
@@ -177,3 +178,15 @@ def test_the_cpu_benchmark_refuses_bad_input_before_any_engine(argv, message, ca
     assert cpu_speed.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_environment_sets_and_unsets_for_a_block_then_restores_every_variable(monkeypatch):
+    from speclab import engine
+
+    monkeypatch.setenv("SPECLAB_TEST_KEPT", "before")
+    monkeypatch.delenv("SPECLAB_TEST_NEW", raising=False)
+    with pytest.raises(RuntimeError):  # restored on the way out of an error too
+        with engine.environment({"SPECLAB_TEST_KEPT": None, "SPECLAB_TEST_NEW": "set"}):
+            assert "SPECLAB_TEST_KEPT" not in os.environ and os.environ["SPECLAB_TEST_NEW"] == "set"
+            raise RuntimeError
+    assert os.environ["SPECLAB_TEST_KEPT"] == "before" and "SPECLAB_TEST_NEW" not in os.environ
