@@ -1,5 +1,6 @@
 # speclab: two commands do all the set-up on a fresh machine.
 #   make run    creates .venv, installs, provisions the default model, executes the notebook series
+#   make reference  the same, stored as the profile's reference run (data/reference/<profile>/)
 #   make test   creates .venv if needed, installs, runs the test suite
 #   make test-gpu  the lessons on the GPU profiles, under nbval (on a machine with an NVIDIA GPU)
 #   make suffix    adds arctic-inference (vLLM's suffix decoding; it compiles a C++ extension), for lesson 14
@@ -14,7 +15,7 @@ PYTEST_ARGS ?=
 STAMP := $(VENV)/.speclab-installed-$(SPECLAB_DEVICE)
 PY := $(VENV)/bin/python
 
-.PHONY: env run test test-fast test-gpu suffix clean
+.PHONY: env run reference test test-fast test-gpu suffix clean
 env: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -37,6 +38,10 @@ endif
 
 run: env
 	$(VENV)/bin/speclab run $(if $(PROFILE),--profile $(PROFILE))
+
+# The main job at the defaults, stored as the profile's reference run (data/reference/<profile>/).
+reference: env
+	$(VENV)/bin/speclab run --record $(if $(PROFILE),--profile $(PROFILE))
 
 test: env
 	$(VENV)/bin/speclab models fetch

@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(every cell runs offline; timings only). Same as SPECLAB_WEIGHTS=random")
     r.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="a papermill parameter for every notebook (YAML value)")
+    r.add_argument("--record", action="store_true",
+                   help="store the lessons that pass as the profile's reference run (data/reference/<profile>/); "
+                        "only at the defaults")
     r.set_defaults(func=cmd_run)
     s = sub.add_parser("serve", help="start vLLM's OpenAI-compatible server for a profile and method")
     add_serve_args(s)

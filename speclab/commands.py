@@ -13,7 +13,7 @@ import signal
 import time
 from pathlib import Path
 
-from . import bench, configs, validation, weights
+from . import bench, configs, reference, validation, weights
 from .clients import curl_command
 from .engine import model_max_len
 from .envcheck import check, format_check
@@ -151,11 +151,15 @@ def cmd_run(args) -> int:
                  f"--only {prefix!r} matches no notebook in {NOTEBOOKS}: use prefixes such as 00,02")
     params = parse_params(args.parameters)
     check_params(params, books)
+    _require(not (args.record and params), "--record stores a reference run at the lessons' defaults: drop the -p "
+             "parameters, or run without --record")
     require_device(profile)
     weights.check_profile(profile)
     if profile.offline or weights.is_random():  # random weights tokenize with SmolLM2
         fetch_smollm2()
-    return main_job(profile.name, Path(args.out) if args.out else None, only, params)
+    if args.record:
+        os.environ[reference.RECORDING_ENV] = profile.name  # the kernels leave this profile's column out
+    return main_job(profile.name, Path(args.out) if args.out else None, only, params, record=args.record)
 
 
 def config_from_args(args, profile: Profile) -> dict | None:

@@ -63,16 +63,20 @@ def versions(ask_torch: bool = True) -> dict:
 
 
 def device_name() -> str:
-    """The hardware a measurement ran on, in one line: the GPU's name, else the CPU's cores and model."""
+    """The hardware a measurement ran on, in one line: the GPU's name, else the CPU's cores, model and the
+    vector extensions vLLM's CPU kernels use (AVX2, AVX-512, AMX: they change CPU timings several-fold)."""
     if cuda_available():
         import torch
 
         return f"GPU: {torch.cuda.get_device_name(0)}"
-    model = platform.processor()
+    model, flags = platform.processor(), set()
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    return f"CPU: {os.cpu_count()} cores, {model}"
+            lines = f.read().splitlines()
+        model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), model)
+        flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+    isa = [name for flag, name in (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("amx_tile", "AMX")) if flag in flags]
+    return f"CPU: {os.cpu_count()} cores, {model}" + (f" ({', '.join(isa)})" if isa else "")
 
 
 def memory_gib() -> dict:

@@ -8,12 +8,10 @@ so that no such number is mistaken for a real model's.
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 
 from . import weights
 from .atomic import write_atomic, write_json
-from .errors import SpeclabError
 
 
 def save_figure(fig, name: str, output_dir: str | Path = ".") -> Path:
@@ -34,20 +32,3 @@ def save_results(name: str, data: dict, output_dir: str | Path = ".") -> Path:
     if weights.label():
         data = {"weights": weights.label(), **data}
     return write_json(Path(output_dir) / "results" / f"{name}.json", data)
-
-
-RECORDED_DIR = Path(__file__).resolve().parent.parent / "data" / "gpu_reference" / "lessons"
-
-
-def recorded(name: str, profile: str = "gpu-tiny") -> dict:
-    """A lesson's results as ``speclab run --profile <profile>`` saved them on a GPU, with where they ran.
-
-    What a lesson shows on the CPU for a part only a GPU can run (``data/gpu_reference/lessons/``)."""
-    folder = RECORDED_DIR / profile
-    path = folder / "results" / f"{name}.json"
-    if not path.is_file():
-        raise SpeclabError(f"no recorded {profile} results {name!r} in {folder}: run `speclab run --profile {profile}` "
-                           "on a GPU")
-    run = json.loads((folder / "run.json").read_text()) if (folder / "run.json").is_file() else {}
-    return {**json.loads(path.read_text()), "recorded_on": run.get("hardware", "a GPU"),
-            "recorded_with": f"vLLM {run.get('environment', {}).get('vllm', '?')}"}

@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import logs, weights
+from . import logs, reference, weights
 from .atomic import write_atomic, write_json
 from .engine import IN_PROCESS_ENV, environment
-from .envcheck import versions
+from .envcheck import device_name, versions
 from .models import REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -62,12 +62,10 @@ def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "pyth
     return True, time.perf_counter() - started, None
 
 
-LESSON_SECONDS = REPO_ROOT / "data" / "lesson_seconds.json"
-
-
 def expected_seconds(profile: str, runs_dir: Path | None = None) -> dict[str, float]:
     """How long each lesson should take: the newest finished run of this profile on this machine
-    (``runs/*/summary.json``), else the reference times in ``data/lesson_seconds.json``; {} if neither."""
+    (``runs/*/summary.json``), else the profile's reference run (``data/reference/<profile>/run.json``);
+    {} if neither."""
     runs_dir = runs_dir or REPO_ROOT / "runs"
     for summary in sorted(runs_dir.glob("*/summary.json"), reverse=True):
         try:
@@ -78,9 +76,10 @@ def expected_seconds(profile: str, runs_dir: Path | None = None) -> dict[str, fl
             return {e["notebook"].removesuffix(".ipynb"): e["seconds"]
                     for e in done.get("notebooks", []) if e.get("ok")}
     try:
-        return dict(json.loads(LESSON_SECONDS.read_text()).get(profile, {}).get("seconds", {}))
+        lessons = reference.run_info(profile)["lessons"]
     except (OSError, json.JSONDecodeError):
         return {}
+    return {lesson: entry["seconds"] for lesson, entry in lessons.items() if entry.get("seconds")}
 
 
 PACE_PRIOR_S = 120.0  # the pace counts as if this much more had gone at the reference times
@@ -197,13 +196,17 @@ def default_run_dir() -> Path:
     return REPO_ROOT / "runs" / stamp
 
 
-def main_job(profile: str, run_dir: Path | None, only: list[str] | None, extra: dict) -> int:
+def main_job(profile: str, run_dir: Path | None, only: list[str] | None, extra: dict, record: bool = False) -> int:
+    """Run the series; with ``record``, store the lessons that passed as the profile's reference run."""
     run_dir = run_dir or default_run_dir()
     summary = run_series(profile, run_dir, only=only, extra=extra,
                          log=lambda m: print(m, flush=True, file=sys.stdout))
     failed = [e["notebook"] for e in summary["notebooks"] if not e["ok"]]
     print(f"\nexecuted notebooks: {run_dir / 'notebooks'}\nfigures: {run_dir / 'figures'}\n"
           f"summary: {run_dir / 'summary.json'}\nreport: {run_dir / 'report.md'}")
+    if record:
+        stored = reference.record(run_dir, device_name())
+        print(f"reference run: {len(stored)} lessons stored in {reference.folder(profile)}")
     if failed:
         print(f"FAILED: {', '.join(failed)} (see the .failed.ipynb files)")
         return 1

@@ -51,11 +51,12 @@ def test_expected_times_come_from_this_machines_newest_default_run(tmp_path):
     assert runner.expected_seconds("gpu-tiny", tmp_path) == {"00_a": 5.0}
 
 
-def test_without_a_run_the_shipped_reference_times_are_used(tmp_path):
-    shipped = json.loads(runner.LESSON_SECONDS.read_text())
-    reference = runner.expected_seconds("cpu-tiny", tmp_path)
-    assert reference == shipped["cpu-tiny"]["seconds"]
-    assert set(reference) == {b.stem for b in runner.series()}  # every lesson has a time
+def test_without_a_run_the_reference_runs_times_are_used(tmp_path):
+    from speclab import reference
+
+    stored = runner.expected_seconds("cpu-tiny", tmp_path)
+    assert stored == {lesson: e["seconds"] for lesson, e in reference.run_info("cpu-tiny")["lessons"].items()}
+    assert set(stored) == {b.stem for b in runner.series()}  # every lesson has a time
     assert runner.expected_seconds("gpu-synthetic", tmp_path) == {}
 
 
@@ -76,10 +77,7 @@ def test_lesson_engines_run_in_the_kernel_unless_the_caller_chose(monkeypatch, t
 
 
 def test_recorded_gpu_results_say_where_they_ran():
-    from speclab import report
-    from speclab.errors import SpeclabError
+    from speclab import reference
 
-    rec = report.recorded("14_suffix_decoding")
+    rec = reference.recorded("14_suffix_decoding")
     assert "H200" in rec["recorded_on"] and rec["recorded_with"] == "vLLM 0.26.0"
-    with pytest.raises(SpeclabError, match="run `speclab run --profile gpu-tiny` on a GPU"):
-        report.recorded("99_no_such_lesson")

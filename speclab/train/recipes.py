@@ -2,7 +2,7 @@
 
 ``train.train`` and ``python -m speclab.train`` both take their defaults from here, and the card
 of a trained drafter carries the command that repeats its run (:meth:`Recipe.command`). How the
-recipes came to be what they are is told in ``docs/training-log.md``.
+recipes came to be what they are is told in Part 2 of ``docs/appendix.md``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..errors import SpeclabError
 TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
 # What the shipped drafters learned from (vLLM on H200s, bf16): the target's answers to the hand-written
 # train prompts, to prompts it wrote itself, to prompts built around its own answers, and to documents it
-# wrote; the README (drafters section) and docs/training-log.md describe the rows.
+# wrote; the README (drafters section) and Part 2 of docs/appendix.md describe the rows.
 SHIPPED_DATA = drafters.SHIPPED_DIR / "selfdistill_gpu.jsonl.gz"
 EVAL_K = 3  # draft tokens per step when a drafter is measured in vLLM
 

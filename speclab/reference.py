@@ -1,0 +1,197 @@
+"""Reference runs: what each lesson measured on a known machine, printed beside a learner's own run.
+
+A reference run is the main job at a profile's defaults, kept under ``data/reference/<profile>/``:
+
+- ``results/<lesson>.json``: the numbers the lesson saved (``report.save_results``);
+- ``notebooks/<lesson>.ipynb``: the executed lesson with its figures, opening with a cell that
+  names the hardware, the versions, the date and the lesson's wall time;
+- ``run.json``: the same facts per lesson, so that one lesson can be re-recorded alone.
+
+``speclab run --record`` (``make reference PROFILE=...``) makes one. A lesson prints its own numbers
+beside the stored ones with ``compare``, so the figures a learner reads come from data, never from
+typed prose. Timings move between runs and machines; the table says where each column ran.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+from pathlib import Path
+
+from .atomic import write_atomic, write_json
+from .errors import SpeclabError
+from .models import REPO_ROOT
+
+REFERENCE_DIR = REPO_ROOT / "data" / "reference"
+SHOWN = ("cpu-tiny", "gpu-tiny")  # the columns beside "your run": the small model on a CPU and on a GPU
+RECORDING_ENV = "SPECLAB_RECORDING"  # set to a profile while its reference is being recorded
+
+
+def folder(profile: str) -> Path:
+    return REFERENCE_DIR / profile
+
+
+def run_info(profile: str) -> dict:
+    """``run.json`` of a profile's reference: {"profile", "lessons": {lesson: {seconds, date, hardware,
+    environment}}}."""
+    path = folder(profile) / "run.json"
+    return json.loads(path.read_text()) if path.is_file() else {"profile": profile, "lessons": {}}
+
+
+def results(lesson: str, profile: str) -> dict | None:
+    """A lesson's stored results on a profile's reference run, or None where none is stored."""
+    path = folder(profile) / "results" / f"{lesson}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def where(lesson: str, profile: str) -> str:
+    """One line: the hardware, vLLM and date a stored lesson result comes from."""
+    entry = run_info(profile)["lessons"].get(lesson)
+    if not entry:
+        return f"{profile}: no stored reference"
+    env = entry.get("environment", {})
+    return (f"{profile}: {entry.get('hardware', '?')}, vLLM {env.get('vllm', '?')} ({env.get('vllm_build', '?')}), "
+            f"{str(entry.get('date', '?'))[:10]}")
+
+
+def recorded(lesson: str, profile: str = "gpu-tiny") -> dict:
+    """A lesson's stored results with where they ran: what a lesson shows for a part its device cannot run."""
+    found = results(lesson, profile)
+    if found is None:
+        raise SpeclabError(f"no stored {profile} results for {lesson!r} in {folder(profile)}: "
+                           f"record them with `speclab run --record --profile {profile} --only {lesson[:2]}`")
+    entry = run_info(profile)["lessons"].get(lesson, {})
+    return {**found, "recorded_on": entry.get("hardware", "?"),
+            "recorded_with": f"vLLM {entry.get('environment', {}).get('vllm', '?')}"}
+
+
+def value(data: dict | None, key):
+    """``key`` read from a results dict: a dotted path ("per_position_rates.0", "by_category.code.speedup")
+    or a function of the dict; None where anything along the way is missing."""
+    if data is None:
+        return None
+    if callable(key):
+        try:
+            return key(data)
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+            return None
+    for part in str(key).split("."):
+        if isinstance(data, list) and part.lstrip("-").isdigit() and -len(data) <= int(part) < len(data):
+            data = data[int(part)]
+        elif isinstance(data, dict) and part in data:
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _cell(v, fmt: str) -> str:
+    if v is None:
+        return "-"
+    try:
+        return fmt.format(v)
+    except (ValueError, TypeError):
+        return str(v)
+
+
+def columns() -> list[str]:
+    """The stored references shown beside a run: every one in SHOWN but the one being recorded right now."""
+    recording = os.environ.get(RECORDING_ENV)
+    return [p for p in SHOWN if p != recording]
+
+
+def table(lesson: str, yours: dict | None, rows: list[tuple], label: str = "your run") -> str:
+    """A text table: one row per (name, key[, format]), a column for ``yours`` and one per stored reference."""
+    refs = columns()
+    stored = {p: results(lesson, p) for p in refs}
+    head = [label, *(f"{p} reference" for p in refs)]
+    body = []
+    for row in rows:
+        name, key, fmt = (*row, "{:.3g}")[:3]
+        body.append([name, _cell(value(yours, key), fmt), *(_cell(value(stored[p], key), fmt) for p in refs)])
+    widths = [max(len(r[i]) for r in [["", *head], *body]) for i in range(len(head) + 1)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in [["", *head], *body]]
+    notes = [f"  {where(lesson, p)}" for p in refs]
+    return "\n".join([*lines, "references at each lesson's default parameters:", *notes])
+
+
+def compare(lesson: str, yours: dict | None, rows: list[tuple], label: str = "your run") -> None:
+    """Print ``table``: the learner's numbers beside the stored CPU and GPU references."""
+    print(table(lesson, yours, rows, label))
+
+
+# ---- recording a reference run -------------------------------------------------------------------
+
+FIGURE_COLOURS = 96  # palette PNGs: a line plot needs few colours, and a third of the bytes
+
+
+def compact_png(data: bytes) -> bytes:
+    """A PNG re-encoded with a small palette (smaller files, the same picture); the original if not smaller."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=FIGURE_COLOURS)
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", optimize=True)
+    return buf.getvalue() if buf.tell() < len(data) else data
+
+
+def _compact_outputs(nb: dict) -> None:
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            png = out.get("data", {}).get("image/png")
+            if png:
+                raw = base64.b64decode("".join(png) if isinstance(png, list) else png)
+                out["data"]["image/png"] = base64.b64encode(compact_png(raw)).decode()
+
+
+def opening_cell(profile: str, entry: dict) -> dict:
+    """The markdown cell a recorded notebook opens with: where, with what and how long it ran."""
+    env = entry.get("environment", {})
+    text = (f"> **Reference run**, profile `{profile}` at this lesson's default parameters: "
+            f"{entry.get('hardware', '?')}; vLLM {env.get('vllm', '?')} ({env.get('vllm_build', '?')} build), "
+            f"torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}, "
+            f"Python {env.get('python', '?')}; "
+            f"{str(entry.get('date', '?'))[:10]}; the lesson took {entry.get('seconds', 0):.0f} s. "
+            f"Regenerate with `speclab run --record --profile {profile}`.")
+    return {"cell_type": "markdown", "metadata": {"tags": ["reference-run"]}, "source": text}
+
+
+def record(run_dir: str | Path, hardware: str) -> list[str]:
+    """Store a finished main-job run folder as its profile's reference; returns the lessons stored.
+
+    Only lessons that finished at the defaults are taken; each replaces its earlier reference, the
+    others stay. Files are written whole (``atomic``), ``run.json`` last."""
+    run_dir = Path(run_dir)
+    summary_path = run_dir / "summary.json"
+    if not summary_path.is_file():
+        raise SpeclabError(f"{run_dir} has no summary.json: record a finished `speclab run` folder")
+    summary = json.loads(summary_path.read_text())
+    if summary.get("parameters"):
+        raise SpeclabError(f"{run_dir} ran with parameters {summary['parameters']}: a reference runs at the defaults")
+    profile = summary["profile"]
+    if summary.get("weights") == "random":
+        profile = f"{profile}-random"
+    info = run_info(profile)
+    stored = []
+    for entry in summary["notebooks"]:
+        lesson = entry["notebook"].removesuffix(".ipynb")
+        book = run_dir / "notebooks" / entry["notebook"]
+        if not entry["ok"] or not book.is_file():
+            continue
+        meta = {"seconds": entry["seconds"], "date": summary["finished"], "hardware": hardware,
+                "environment": summary["environment"]}
+        nb = json.loads(book.read_text())
+        nb["cells"] = [c for c in nb["cells"] if "reference-run" not in c.get("metadata", {}).get("tags", [])]
+        nb["cells"].insert(0, opening_cell(profile, meta))
+        _compact_outputs(nb)
+        write_atomic(folder(profile) / "notebooks" / entry["notebook"], json.dumps(nb, indent=1) + "\n")
+        for saved in sorted((run_dir / "results").glob(f"{lesson[:3]}*")):  # 10_dynamic_k.json beside 10_serving...
+            write_atomic(folder(profile) / "results" / saved.name, saved.read_bytes())
+        info["lessons"][lesson] = meta
+        stored.append(lesson)
+    info["lessons"] = dict(sorted(info["lessons"].items()))
+    write_json(folder(profile) / "run.json", info)
+    return stored

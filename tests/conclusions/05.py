@@ -1,0 +1,16 @@
+CONCLUSIONS = [
+    ("05_mtp", "Each draft holds k tokens",
+     lambda r: r["num_draft_tokens"] == r["k"] * r["num_drafts"]),
+    ("05_mtp", "and not one is accepted",
+     lambda r: r["num_accepted_tokens"] == 0 and r["acceptance_length"] == 1.0),
+    ("05_mtp", "the per-position bars sit at zero",
+     lambda r: all(x == 0 for x in r["per_position_rates"])),
+    ("05_mtp", "MTP is slower than the baseline",
+     lambda r: r["speedup"] < 1.0),
+    ("05_mtp", "the MTP layer holds about half of this model's parameters",
+     lambda r: 0.4 < r["mtp_parameters"] / r["total_parameters"] < 0.6),
+    ("05_mtp", "A sizable share of steps are near ties",
+     lambda r: r["near_tie_share"] > 0.1),
+    ("05_mtp", "every parting sits at a near tie, never at a clear choice",
+     lambda r: all(d["margin"] < 1.0 for d in r["divergences"])),
+]

@@ -1,0 +1,39 @@
+# Lesson 08 (workloads): conclusions its markdown states about measured results.
+# A predicate of two arguments gets the reference's profile too: some conclusions hold on one device only.
+
+
+def _len(r, m, c):
+    return r["acceptance_length"][m][c]
+
+
+def _cats(r):
+    return r["categories"]
+
+
+def _others(r, c, m):
+    return [_len(r, o, c) for o in r["acceptance_length"] if o != m]
+
+
+CONCLUSIONS = [
+    ("08_workloads", "n-gram's acceptance is longest everywhere but maths",
+     lambda r: all(_len(r, "ngram", c) > max(_others(r, c, "ngram")) for c in _cats(r) if c != "maths")
+     and _len(r, "eagle", "maths") > max(_others(r, "maths", "eagle"))),
+    ("08_workloads", "in chat and translation n-gram's lead over EAGLE in acceptance length shrinks, or turns into a "
+                     "loss, once you read the speedups",
+     lambda r: all(1 < _len(r, "ngram", c) / _len(r, "eagle", c)
+                   and r["speedup"]["ngram"][c] / r["speedup"]["eagle"][c] < _len(r, "ngram", c) / _len(r, "eagle", c)
+                   for c in ("chat", "translation"))),
+    ("08_workloads", "n-gram wins RAG", lambda r: r["winners"]["rag"] == "ngram"),
+    ("08_workloads", "EAGLE wins maths", lambda r: r["winners"]["maths"] == "eagle"),
+    ("08_workloads", "EAGLE's cheap head beats the baseline in every category",
+     lambda r: all(v > 1.0 for v in r["speedup"]["eagle"].values())),
+    ("08_workloads", "the draft model, paying a full model pass per draft, wins none",
+     lambda r: "draft_model" not in r["winners"].values()),
+    ("08_workloads", "On the CPU reference every method pays one request at a time",
+     lambda r, profile: profile.startswith("gpu") or all(v > 1.0 for by_cat in r["speedup"].values() for v in by_cat.values())),
+    ("08_workloads", "n-gram and the draft model are slower than the baseline in most categories",
+     lambda r, profile: not profile.startswith("gpu") or all(sum(v < 1.0 for v in r["speedup"][m].values()) > len(_cats(r)) / 2
+                                     for m in ("ngram", "draft_model"))),
+    ("08_workloads", "a category's figure can hide prompts that went the other way",
+     lambda r: any(min(p) < 1.0 < max(p) for by_cat in r["prompt_speedups"].values() for p in by_cat.values())),
+]
