@@ -118,9 +118,11 @@ def table(lesson: str, yours: dict | None, rows: list[tuple], label: str = "your
     return "\n".join([*lines, "references at each lesson's default parameters:", *notes])
 
 
-def compare(lesson: str, yours: dict | None, rows: list[tuple], label: str = "your run") -> None:
-    """Print ``table``: the learner's numbers beside the stored CPU and GPU references."""
-    print(table(lesson, yours, rows, label))
+def compare(lesson: str, yours: dict | None, rows: list[tuple]) -> None:
+    """Print ``table``: the learner's numbers beside the stored CPU and GPU references (while a reference
+    is being recorded, its own run's numbers beside the other reference)."""
+    recording = os.environ.get(RECORDING_ENV)
+    print(table(lesson, yours, rows, label=f"this run ({recording} reference)" if recording else "your run"))
 
 
 # ---- recording a reference run -------------------------------------------------------------------
@@ -159,6 +161,55 @@ def opening_cell(profile: str, entry: dict) -> dict:
     return {"cell_type": "markdown", "metadata": {"tags": ["reference-run"]}, "source": text}
 
 
+def _lesson_cells(nb: dict) -> list[dict]:
+    """A notebook's own cells: without papermill's injected parameters and the reference-run opening."""
+    skip = {"injected-parameters", "reference-run"}
+    return [c for c in nb["cells"] if not skip & set(c.get("metadata", {}).get("tags", []))]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def stale(profile: str, notebook_dir: Path) -> dict[str, str]:
+    """{lesson: what differs} for the stored notebooks that no longer match their lesson's cells.
+
+    Code that changed means the reference must be recorded again; prose that changed is mended by
+    ``sync_prose`` (markdown is not a measurement)."""
+    found = {}
+    for stored in sorted((folder(profile) / "notebooks").glob("*.ipynb")):
+        lesson = Path(notebook_dir) / stored.name
+        if not lesson.is_file():
+            found[stored.stem] = "no such lesson"
+            continue
+        mine = _lesson_cells(json.loads(stored.read_text()))
+        theirs = _lesson_cells(json.loads(lesson.read_text()))
+        if [c["cell_type"] for c in mine] != [c["cell_type"] for c in theirs]:
+            found[stored.stem] = "cells added or removed"
+        elif any(_source(a) != _source(b) for a, b in zip(mine, theirs) if a["cell_type"] == "code"):
+            found[stored.stem] = "code changed"
+        elif any(_source(a) != _source(b) for a, b in zip(mine, theirs)):
+            found[stored.stem] = "prose changed"
+    return found
+
+
+def sync_prose(profile: str, notebook_dir: Path) -> list[str]:
+    """Copy each lesson's current markdown into its stored notebook where only the prose differs."""
+    mended = []
+    for lesson, why in stale(profile, notebook_dir).items():
+        if why != "prose changed":
+            continue
+        path = folder(profile) / "notebooks" / f"{lesson}.ipynb"
+        nb = json.loads(path.read_text())
+        current = _lesson_cells(json.loads((Path(notebook_dir) / path.name).read_text()))
+        for cell, now in zip(_lesson_cells(nb), current):
+            if cell["cell_type"] == "markdown":
+                cell["source"] = now["source"]
+        write_atomic(path, json.dumps(nb, indent=1) + "\n")
+        mended.append(lesson)
+    return mended
+
+
 def record(run_dir: str | Path, hardware: str) -> list[str]:
     """Store a finished main-job run folder as its profile's reference; returns the lessons stored.
 
@@ -195,3 +246,22 @@ def record(run_dir: str | Path, hardware: str) -> list[str]:
     info["lessons"] = dict(sorted(info["lessons"].items()))
     write_json(folder(profile) / "run.json", info)
     return stored
+
+
+def main() -> int:
+    """``python -m speclab.reference``: mend the stored notebooks' prose, list those that need recording again."""
+    from .runner import NOTEBOOKS
+
+    status = 0
+    for profile in sorted(p.name for p in REFERENCE_DIR.iterdir() if (p / "notebooks").is_dir()):
+        for lesson in sync_prose(profile, NOTEBOOKS):
+            print(f"{profile}: {lesson}: prose brought in step with the lesson")
+        for lesson, why in stale(profile, NOTEBOOKS).items():
+            print(f"{profile}: {lesson}: {why}: record it again "
+                  f"(speclab run --record --profile {profile} --only {lesson[:2]})")
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

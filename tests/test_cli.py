@@ -58,7 +58,7 @@ def test_models_list(capsys):
 
 @pytest.mark.engine
 def test_bench_ngram_baseline_end_to_end_meets_the_cpu_reference(tmp_path, target_dir):
-    """The README's CPU reference run, with --test: acceptance within 20% of 2.40, and the whole report."""
+    """The CPU reference run of `speclab bench --test`: acceptance within 20% of 2.40, and the whole report."""
     out = tmp_path / "bench.json"
     proc = run_cli("bench", "--method", "ngram", "--num-spec-tokens", "3", "--num-prompts", "16", "--output-len", "128",
                    "--baseline", "--enforce-eager", "--test", "--json", str(out))

@@ -62,6 +62,15 @@ def test_a_run_being_recorded_leaves_its_own_column_out(stored, monkeypatch):
     assert head.split() == ["this", "run", "gpu-tiny", "reference"]
 
 
+def test_compare_names_the_run_being_recorded(stored, monkeypatch, capsys):
+    reference.compare("04_eagle", RESULTS, [("method", "method", "{}")])
+    assert capsys.readouterr().out.split()[:2] == ["your", "run"]
+    monkeypatch.setenv(reference.RECORDING_ENV, "gpu-tiny")
+    reference.compare("04_eagle", RESULTS, [("method", "method", "{}")])
+    assert capsys.readouterr().out.splitlines()[0].split() == ["this", "run", "(gpu-tiny", "reference)", "cpu-tiny",
+                                                               "reference"]
+
+
 def test_recorded_says_where_it_ran_and_how_to_record_what_is_missing(stored):
     rec = reference.recorded("04_eagle", profile="cpu-tiny")
     assert rec["speedup"] == 0.95 and rec["recorded_on"].startswith("CPU: 2 cores")
@@ -152,3 +161,47 @@ def test_record_refuses_a_run_with_parameters_or_no_summary(stored, tmp_path):
     with pytest.raises(SpeclabError, match="no summary.json"):
         reference.record(tmp_path / "nothing", "CPU")
     assert not reference.folder("gpu-tiny").exists()
+
+
+def _notebook(cells) -> dict:
+    return {"cells": [{"cell_type": t, "metadata": {}, "source": s, **({"outputs": [], "execution_count": None}
+                                                                        if t == "code" else {})} for t, s in cells],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_stale_tells_prose_from_code_and_sync_mends_only_prose(stored, tmp_path):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    notebooks = reference.folder("cpu-tiny") / "notebooks"
+    notebooks.mkdir()
+    recorded_nb = _notebook([("markdown", "# 04 EAGLE\nold words"), ("code", "x = 1")])
+    recorded_nb["cells"].insert(0, reference.opening_cell("cpu-tiny", {"seconds": 3}))
+    (notebooks / "04_eagle.ipynb").write_text(json.dumps(recorded_nb))
+    (lessons / "04_eagle.ipynb").write_text(json.dumps(_notebook([("markdown", "# 04 EAGLE\nnew words"),
+                                                                  ("code", "x = 1")])))
+    assert reference.stale("cpu-tiny", lessons) == {"04_eagle": "prose changed"}
+    assert reference.sync_prose("cpu-tiny", lessons) == ["04_eagle"]
+    assert reference.stale("cpu-tiny", lessons) == {}
+    cells = json.loads((notebooks / "04_eagle.ipynb").read_text())["cells"]
+    assert "Reference run" in cells[0]["source"] and cells[1]["source"] == "# 04 EAGLE\nnew words"
+    (lessons / "04_eagle.ipynb").write_text(json.dumps(_notebook([("markdown", "# 04 EAGLE\nnew words"),
+                                                                  ("code", "x = 2")])))
+    assert reference.stale("cpu-tiny", lessons) == {"04_eagle": "code changed"}
+    assert reference.sync_prose("cpu-tiny", lessons) == []  # a code change needs a new run, not a copy
+
+
+@pytest.mark.parametrize("profile", reference.SHOWN)
+def test_stored_reference_notebooks_are_the_current_lessons(profile):
+    from speclab.runner import NOTEBOOKS
+
+    assert reference.stale(profile, NOTEBOOKS) == {}, "run python -m speclab.reference"
+
+
+def test_every_lesson_has_a_cpu_reference_run_with_its_results():
+    from speclab.runner import series
+
+    lessons = {b.stem for b in series()}
+    folder = reference.folder("cpu-tiny")
+    assert {p.stem for p in (folder / "notebooks").glob("*.ipynb")} == lessons
+    assert set(reference.run_info("cpu-tiny")["lessons"]) == lessons
+    assert {p.stem for p in (folder / "results").glob("*.json")} >= lessons  # every lesson saves its numbers

@@ -23,8 +23,8 @@ def _keeps_more(r, profile):
 
 
 CONCLUSIONS = [
-    ("08_workloads", "EAGLE pays in every category on both references",
-     lambda r: all(v > 1.0 for v in r["speedup"]["eagle"].values())),
+    ("08_workloads", "EAGLE pays in most categories on both references",
+     lambda r: sum(v > 1.0 for v in r["speedup"]["eagle"].values()) > len(r["categories"]) / 2),
     ("08_workloads", "EAGLE wins maths, whose answers are new text",
      lambda r: max(r["speedup"], key=lambda m: r["speedup"][m]["maths"]) == "eagle"),
     ("08_workloads", "Prompt lookup accepts the most tokens per step where answers copy their prompt",
