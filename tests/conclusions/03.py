@@ -4,8 +4,9 @@ CONCLUSIONS = [
     ("03_draft_model", "so a step yields fewer than two tokens",
      lambda r: r["acceptance_length"] < 2.0),
     # a difference between devices: the CPU's draft-alone c sits below the size estimate, the GPU's at 1 or more
-    ("03_draft_model", "on the CPU the draft alone runs faster than its size predicts; on the GPU it is not even cheaper than the target",
-     lambda r: r["c_draft_alone"] < r["c_from_sizes"] or r["c_draft_alone"] >= 1.0),
+    ("03_draft_model", "on the CPU the draft alone costs close to what its size predicts; on the GPU it is not even cheaper than the target",
+     lambda r, profile: r["c_draft_alone"] >= 1.0 if profile.startswith("gpu")
+     else 0.67 < r["c_draft_alone"] / r["c_from_sizes"] < 1.5),
     ("03_draft_model", "With all prompts in one batch the draft model is slower than the baseline",
      lambda r: r["speedup_all_prompts"] < 1.0),
     # read from the stored GPU sweep the lesson's GPU cells print (data/gpu_reference), not from r
