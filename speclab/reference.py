@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .atomic import write_atomic, write_json
 from .errors import SpeclabError
-from .models import REPO_ROOT
+from .models import NOTEBOOKS, REPO_ROOT
 
 REFERENCE_DIR = REPO_ROOT / "data" / "reference"
 SHOWN = ("cpu-tiny", "gpu-tiny")  # the columns beside "your run": the small model on a CPU and on a GPU
@@ -250,8 +250,6 @@ def record(run_dir: str | Path, hardware: str) -> list[str]:
 
 def main() -> int:
     """``python -m speclab.reference``: mend the stored notebooks' prose, list those that need recording again."""
-    from .runner import NOTEBOOKS
-
     status = 0
     for profile in sorted(p.name for p in REFERENCE_DIR.iterdir() if (p / "notebooks").is_dir()):
         for lesson in sync_prose(profile, NOTEBOOKS):

@@ -23,9 +23,7 @@ from . import logs, reference, weights
 from .atomic import write_atomic, write_json
 from .engine import IN_PROCESS_ENV, environment
 from .envcheck import device_name, versions
-from .models import REPO_ROOT
-
-NOTEBOOKS = REPO_ROOT / "notebooks"
+from .models import NOTEBOOKS, REPO_ROOT
 
 
 def series(notebook_dir: Path = NOTEBOOKS, only: list[str] | None = None) -> list[Path]:
