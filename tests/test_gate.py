@@ -75,6 +75,7 @@ CLI_CASES = [
     (["run", "-p", "profile", "gpu-tiny"], "-p profile: use --profile instead"),
     (["run", "--only", "02", "-p", "method", "eagle"], "-p method: no selected notebook takes it"),
     (["run", "--only", "99"], "--only '99' matches no notebook"),
+    (["run", "--record", "-p", "k", "5"], "--record stores a reference run at the lessons' defaults"),
     (["run", "--profile", "gpu-llama8b"], "profile 'gpu-llama8b' needs an NVIDIA GPU"),
     (["run", "--profile", "bogus"], "unknown profile 'bogus'"),
     (["serve", "--port", "99999"], "--port must be in 1-65535, got 99999"),
