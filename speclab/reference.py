@@ -27,6 +27,7 @@ from .models import NOTEBOOKS, REPO_ROOT
 REFERENCE_DIR = REPO_ROOT / "data" / "reference"
 SHOWN = ("cpu-tiny", "gpu-tiny")  # the columns beside "your run": the small model on a CPU and on a GPU
 RECORDING_ENV = "SPECLAB_RECORDING"  # set to a profile while its reference is being recorded
+OPENING_TAG = "reference-run"  # the cell tag of a recorded notebook's opening cell
 
 
 def folder(profile: str) -> Path:
@@ -158,12 +159,12 @@ def opening_cell(profile: str, entry: dict) -> dict:
             f"Python {env.get('python', '?')}; "
             f"{str(entry.get('date', '?'))[:10]}; the lesson took {entry.get('seconds', 0):.0f} s. "
             f"Regenerate with `speclab run --record --profile {profile}`.")
-    return {"cell_type": "markdown", "metadata": {"tags": ["reference-run"]}, "source": text}
+    return {"cell_type": "markdown", "metadata": {"tags": [OPENING_TAG]}, "source": text}
 
 
 def _lesson_cells(nb: dict) -> list[dict]:
     """A notebook's own cells: without papermill's injected parameters and the reference-run opening."""
-    skip = {"injected-parameters", "reference-run"}
+    skip = {"injected-parameters", OPENING_TAG}
     return [c for c in nb["cells"] if not skip & set(c.get("metadata", {}).get("tags", []))]
 
 
@@ -235,7 +236,7 @@ def record(run_dir: str | Path, hardware: str) -> list[str]:
         meta = {"seconds": entry["seconds"], "date": summary["finished"], "hardware": hardware,
                 "environment": summary["environment"]}
         nb = json.loads(book.read_text())
-        nb["cells"] = [c for c in nb["cells"] if "reference-run" not in c.get("metadata", {}).get("tags", [])]
+        nb["cells"] = [c for c in nb["cells"] if OPENING_TAG not in c.get("metadata", {}).get("tags", [])]
         nb["cells"].insert(0, opening_cell(profile, meta))
         _compact_outputs(nb)
         write_atomic(folder(profile) / "notebooks" / entry["notebook"], json.dumps(nb, indent=1) + "\n")

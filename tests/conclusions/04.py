@@ -1,10 +1,6 @@
+from statistics import median_high  # the upper middle, as lesson 16's median
+
 from speclab import reference
-
-
-def _median(values):
-    values = sorted(values)
-    return values[len(values) // 2]
-
 
 CONCLUSIONS = [
     ("04_eagle", "The head accepts fewer tokens at each later position",
@@ -14,7 +10,7 @@ CONCLUSIONS = [
     ("04_eagle", "The effective `c` sits above the `c` from sizes",
      lambda r: r["c_effective"] > r["c_from_sizes"]),
     ("04_eagle", "on both references its speedup here sits below its median category in lesson 08",
-     lambda r, profile: r["speedup"] < _median(reference.results("08_workloads", profile)["speedup"]["eagle"].values())),
+     lambda r, profile: r["speedup"] < median_high(reference.results("08_workloads", profile)["speedup"]["eagle"].values())),
 ]
 CONCLUSIONS += [
     ("04_eagle", "a speculative step costs more than its parameters suggest",
