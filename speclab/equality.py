@@ -88,14 +88,20 @@ class GreedyCheck:
     def ok(self) -> bool:
         return not self.clear
 
-    def describe(self) -> str:
-        """One line for a lesson's output."""
+    def describe(self, listed: int = 3) -> str:
+        """One line for a lesson's output: the first ``listed`` divergences, then a count and the margins' range."""
         line = f"{self.identical} of {self.num_prompts} outputs identical"
-        if self.divergences:
-            where = ", ".join(f"prompt {d.prompt} at token {d.position} (margin "
-                              f"{'unknown' if d.margin is None else f'{d.margin:.3f}'})" for d in self.divergences)
-            line += f"; parted at near-ties only: {where}" if self.ok else f"; parted: {where}"
-        return line
+        if not self.divergences:
+            return line
+        shown = (self.clear + [d for d in self.divergences if d not in self.clear])[:listed]  # clear ones first
+        where = ", ".join(f"prompt {d.prompt} at token {d.position} (margin "
+                          f"{'unknown' if d.margin is None else f'{d.margin:.3f}'})" for d in shown)
+        rest = len(self.divergences) - len(shown)
+        if rest:
+            known = [d.margin for d in self.divergences if d.margin is not None]
+            span = f", margins {min(known):.3f}-{max(known):.3f}" if known else ""
+            where += f" and {rest} more ({len(self.divergences)} in all{span})"
+        return line + (f"; parted at near-ties only: {where}" if self.ok else f"; parted: {where}")
 
     def summary(self) -> dict:
         return {"num_prompts": self.num_prompts, "identical": self.identical, "ok": self.ok,

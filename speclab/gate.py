@@ -11,7 +11,7 @@ import math
 import socket
 from pathlib import Path
 
-from . import configs
+from . import configs, output_paths
 from .configs import METHODS, _did_you_mean
 from .errors import SpeclabError
 from .prompts import bundled
@@ -72,9 +72,8 @@ def check_bench_args(args) -> None:
     if args.allowed_local_media_path:
         _require(Path(args.allowed_local_media_path).is_dir(),
                  f"--allowed-local-media-path {args.allowed_local_media_path}: no such folder")
-    if args.json_path:
-        parent = Path(args.json_path).expanduser().resolve().parent
-        _require(parent.is_dir(), f"--json {args.json_path}: folder {parent} does not exist (create it first)")
+    if args.json_path is not None:  # checked now: the record is written after minutes of work
+        output_paths.check_file("--json", args.json_path, suffix=".json")
     path = args.dataset_path
     if args.dataset_name == "custom":
         _require(bool(path), "--dataset-name custom needs --dataset-path <file.jsonl|file.txt>")
@@ -193,7 +192,6 @@ def check_serve_args(args) -> None:
         configs.ngram(args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
     elif args.method != "none":
         configs._check_k(args.num_spec_tokens)
-    if args.log_path:
-        parent = Path(args.log_path).expanduser().resolve().parent
-        _require(parent.is_dir(), f"--log {args.log_path}: folder {parent} does not exist")
+    if args.log_path is not None:
+        output_paths.check_file("--log", args.log_path)
     get_profile(args.profile)

@@ -20,6 +20,7 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import output_paths
 from .errors import SpeclabError
 from .profiles import PROFILES
 from .prompts import hub_reachable
@@ -35,6 +36,8 @@ NOTEBOOKS = REPO_ROOT / "notebooks"  # the lessons
 
 def cache_dir() -> Path:
     """Where speclab keeps converted models and built drafters (``SPECLAB_CACHE`` moves it)."""
+    if os.environ.get("SPECLAB_CACHE") is not None:
+        output_paths.check_folder("SPECLAB_CACHE", os.environ["SPECLAB_CACHE"])
     root = Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab"))
     root.mkdir(parents=True, exist_ok=True)
     return root
@@ -131,6 +134,8 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
                            f"{unexpected})")
     model.tie_weights()
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    # a BPE tokenizer must not strip spaces before punctuation; transformers 5.17 warned on every load
+    tokenizer.clean_up_tokenization_spaces = False
     tokenizer.save_pretrained(out)
     if not getattr(tokenizer, "chat_template", None):
         raise SpeclabError("the converted tokenizer has no chat template: the GGUF file is not the expected one")

@@ -23,6 +23,7 @@ from . import logs, reference, weights
 from .atomic import write_atomic, write_json
 from .engine import IN_PROCESS_ENV, environment
 from .envcheck import device_name, versions
+from .errors import SpeclabError
 from .models import NOTEBOOKS, REPO_ROOT
 
 
@@ -56,6 +57,9 @@ def execute(notebook: Path, out_dir: Path, parameters: dict, kernel: str = "pyth
             partial.replace(out_dir / f"{notebook.stem}.failed.ipynb")
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[-1]
         return False, time.perf_counter() - started, first_line[:300]
+    except BaseException:  # Ctrl-C: a half-written notebook is no record; leave none behind
+        partial.unlink(missing_ok=True)
+        raise
     partial.replace(final)
     return True, time.perf_counter() - started, None
 
@@ -138,10 +142,45 @@ def _headline(values: dict, limit: int = 6) -> str:
     return ", ".join(parts)
 
 
+LOCK = ".speclab-run.pid"
+
+
+def busy(run_dir: Path) -> int | None:
+    """The pid of a live ``speclab run`` writing into ``run_dir``, or None."""
+    try:
+        pid = int((Path(run_dir) / LOCK).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+@contextlib.contextmanager
+def claimed(run_dir: Path):
+    """Mark ``run_dir`` as this process's for the block, so that a second run refuses to write into it."""
+    other = busy(run_dir)
+    if other is not None and other != os.getpid():
+        raise SpeclabError(f"--out {run_dir}: another speclab run (pid {other}) is writing there; "
+                           "choose another --out or wait for it")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir / LOCK
+    lock.write_text(str(os.getpid()))
+    try:
+        yield run_dir
+    finally:
+        lock.unlink(missing_ok=True)
+
+
 def run_series(profile: str, run_dir: Path, only: list[str] | None = None, extra: dict | None = None,
                per_notebook: dict[str, dict] | None = None, log=print) -> dict:
     """Execute the series; returns the summary that was written to ``run_dir/summary.json``."""
     run_dir = Path(run_dir).resolve()
+    with claimed(run_dir):
+        return _run_series(profile, run_dir, only, extra, per_notebook, log)
+
+
+def _run_series(profile: str, run_dir: Path, only: list[str] | None, extra: dict | None,
+                per_notebook: dict[str, dict] | None, log) -> dict:
     books = series(only=only)
     if not books:
         raise SystemExit(f"no notebooks matched {only!r} in {NOTEBOOKS}")

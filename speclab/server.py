@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import configs, validation
+from . import configs, ipc, validation
 from .engine import cpu_environment, engine_device, engine_kwargs
 from .errors import ServerError, SpeclabError
 from .logs import TAIL_LINES, headline, log_tail
@@ -149,6 +149,7 @@ class Server:
     process: subprocess.Popen = field(repr=False)
     speculative_config: dict | None = None
     start_seconds: float | None = None
+    holds_sockets: bool = field(default=False, repr=False)  # ipc.acquire() counted it; stop() releases once
 
     @property
     def base_url(self) -> str:
@@ -202,6 +203,9 @@ class Server:
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Stop the whole process group; safe to call twice or after the server died."""
         stop_group(self.pid, timeout, leader=self.process)
+        if self.holds_sockets:
+            self.holds_sockets = False
+            ipc.release()
         with contextlib.suppress(ValueError):
             atexit.unregister(self.stop)
 
@@ -251,12 +255,18 @@ def start(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative_confi
     argv = server_argv(profile, speculative_config, port=port, enforce_eager=enforce_eager, extra_args=extra_args,
                        host=host)
     started = time.perf_counter()
-    with open(log_path, "wb") as log:
-        log.write(f"$ {shlex.join(argv)}\n".encode())
-        log.flush()
-        process = subprocess.Popen(_stopped_with_parent(argv), stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, env=_server_env(profile), start_new_session=True)
-    server = Server(port, served_name(profile), log_path, process, speculative_config)
+    sockets = ipc.acquire()  # the server's engine puts its sockets in our folder, not in /tmp
+    try:
+        with open(log_path, "wb") as log:
+            log.write(f"$ {shlex.join(argv)}\n".encode())
+            log.flush()
+            process = subprocess.Popen(_stopped_with_parent(argv), stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=_server_env(profile), start_new_session=True)
+    except BaseException:
+        if sockets:
+            ipc.release()
+        raise
+    server = Server(port, served_name(profile), log_path, process, speculative_config, holds_sockets=sockets)
     atexit.register(server.stop)  # a kernel that exits without leaving the with-block
     try:
         _wait_healthy(server, startup_timeout)

@@ -25,14 +25,12 @@ def _widget_for(name: str, value, choices=None):
     return w.Text(value=str(value), description=name)
 
 
-def controls(run: Callable[..., object], values: dict, choices: dict | None = None, interactive: bool = False):
-    """Build controls for ``values`` (name -> current value) when ``interactive``; else do nothing.
+def build(run: Callable[..., object], values: dict, choices: dict | None = None):
+    """One control per name in ``values`` (name -> current value) and a Run button, in a box.
 
     ``choices`` maps a name to its allowed values (a dropdown). Pressing "Run" calls
     ``run(**chosen)`` and shows what it returns in an output area below the controls.
     """
-    if not interactive:
-        return None
     import ipywidgets as w
     from IPython.display import display
 
@@ -49,6 +47,17 @@ def controls(run: Callable[..., object], values: dict, choices: dict | None = No
                 display(result)
 
     button.on_click(on_click)
-    box = w.VBox([*fields.values(), button, out])
-    display(box)
-    return box
+    return w.VBox([*fields.values(), button, out])
+
+
+def controls(run: Callable[..., object], values: dict, choices: dict | None = None,
+             interactive: bool = False) -> None:
+    """Show ``build``'s controls when ``interactive``; else do nothing.
+
+    It displays the box and returns nothing, so a cell that ends with this call draws the
+    controls once (a returned box would be drawn a second time as the cell's value).
+    """
+    if interactive:
+        from IPython.display import display
+
+        display(build(run, values, choices))

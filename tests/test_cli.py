@@ -101,3 +101,72 @@ def test_sigterm_leaves_no_engine_behind(command, target_dir):
     assert proc.wait(timeout=120) != 0
     _, alive = psutil.wait_procs(family, timeout=60)
     assert not alive, [p.pid for p in alive]
+
+
+@pytest.mark.parametrize("whom", ["group", "parent"])
+def test_one_ctrl_c_during_engine_start_exits_at_once(whom, target_dir):
+    """Ctrl-C reaches the whole group from a terminal, `kill -INT` only the command: either way, while the
+    engine is starting, the command ends within seconds with 130 and leaves no process behind.
+
+    vLLM waits for its engine's ready message in a C-level poll that a signal delivered to another thread
+    does not interrupt, and an engine process killed by the Ctrl-C never answers (speclab.start_watch)."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", "bench", "--method", "ngram", "--num-prompts", "2",
+                             "--output-len", "16"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    parent = psutil.Process(proc.pid)
+    deadline = time.time() + 300
+    while time.time() < deadline and not vllm_descendants(parent) and proc.poll() is None:
+        time.sleep(0.2)
+    assert vllm_descendants(parent), "the engine process never appeared"
+    family = parent.children(recursive=True)
+    os.killpg(proc.pid, signal.SIGINT) if whom == "group" else proc.send_signal(signal.SIGINT)
+    interrupted = time.time()
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("one Ctrl-C did not end the command within 30 s")
+    assert code == 130 and time.time() - interrupted < 15
+    assert "speclab: interrupted" in proc.stderr.read().splitlines()
+    _, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, [p.pid for p in alive]
+
+
+def test_ctrl_c_during_a_lesson_leaves_no_partial_notebook_and_frees_the_folder(tmp_path, target_dir):
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", "run", "--only", "02", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    parent = psutil.Process(proc.pid)
+    deadline = time.time() + 300
+    def kernel():
+        found = []
+        for p in parent.children(recursive=True):
+            try:
+                found += [p] if "ipykernel" in " ".join(p.cmdline()) else []
+            except psutil.Error:  # exited while we looked
+                continue
+        return found
+
+    while time.time() < deadline and not kernel() and proc.poll() is None:
+        time.sleep(0.2)
+    assert kernel(), "the lesson's kernel never started"
+    time.sleep(8)  # into the lesson's first cells (its engine runs inside the kernel)
+    assert (out / ".speclab-run.pid").read_text() == str(proc.pid)  # the folder is held while the run works
+    family = parent.children(recursive=True)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    _, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, [p.cmdline() for p in alive]
+    assert not list(out.rglob("*.ipynb")) and not (out / ".speclab-run.pid").exists()

@@ -52,6 +52,21 @@ def test_threshold_is_strict_and_unknown_margins_fail():
     assert "margin unknown" in unknown.describe()
 
 
+def test_a_long_list_of_divergences_is_summarised_in_one_short_line():
+    n = 115
+    base = [[1, 2]] * n
+    margins = [[0.5, 0.001 * p] for p in range(n)]
+    check = equality.compare(base, [[1, 3]] * n, margins)
+    assert check.ok
+    assert check.describe() == ("0 of 115 outputs identical; parted at near-ties only: prompt 0 at token 1 "
+                                "(margin 0.000), prompt 1 at token 1 (margin 0.001), prompt 2 at token 1 "
+                                "(margin 0.002) and 112 more (115 in all, margins 0.000-0.114)")
+    margins[100][1] = 5.0  # one clear divergence is named first
+    clear = equality.compare(base, [[1, 3]] * n, margins)
+    assert clear.describe().startswith("0 of 115 outputs identical; parted: prompt 100 at token 1 (margin 5.000), "
+                                       "prompt 0 at token 1")
+
+
 def test_outputs_of_different_prompt_counts_are_refused():
     with pytest.raises(ValueError, match="2 baseline outputs but 1"):
         equality.compare([[1], [2]], [[1]])

@@ -25,6 +25,8 @@ ENV = dict(os.environ, SPECLAB_DEVICE="cpu", SPECLAB_WEIGHTS="real")
 def bad(tmp_path_factory):
     """Files a new user might hand over: prompts saved as UTF-16, a drafter with a broken config.json."""
     root = tmp_path_factory.mktemp("bad")
+    (root / "busy").mkdir()  # a run folder that a live speclab run (this test process) holds
+    (root / "busy" / ".speclab-run.pid").write_text(str(os.getpid()))
     (root / "utf16.txt").write_bytes("hello\n".encode("utf-16"))
     (root / "broken").mkdir()
     (root / "broken" / "config.json").write_text('{"vocab_size": 49152,\n')
@@ -55,6 +57,10 @@ CLI_CASES = [
      "--draft-model ~/no/such/draft: the folder does not exist"),
     (["bench", "--method", "draft_model", "--draft-model", "{bad}/broken"], "config.json is not valid JSON"),
     (["bench", "--json", "/nonexistent/out.json"], "folder /nonexistent does not exist"),
+    (["bench", "--json", "{bad}"], "that is a folder; name a file in it"),
+    (["bench", "--json", "{bad}/out.csv"], "name a .json file (e.g. {bad}/out.json)"),
+    (["bench", "--json", ""], "--json is empty: name a file"),
+    (["bench", "--json", "/proc/out.json"], "cannot write in that folder"),
     (["bench", "--dataset-name", "custom", "--dataset-path", "{bad}/utf16.txt"],
      "utf16.txt is not UTF-8 text (byte 0xff at offset 0)"),
     (["bench", "--dataset-name", "custom"], "needs --dataset-path"),
@@ -75,6 +81,9 @@ CLI_CASES = [
     (["run", "-p", "profile", "gpu-tiny"], "-p profile: use --profile instead"),
     (["run", "--only", "02", "-p", "method", "eagle"], "-p method: no selected notebook takes it"),
     (["run", "--only", "99"], "--only '99' matches no notebook"),
+    (["run", "--only", ""], "--only '' matches no notebook"),
+    (["run", "--out", "{bad}/utf16.txt"], "that is a file, not a folder"),
+    (["run", "--out", "{bad}/busy"], "another speclab run (pid {pid}) is writing there"),
     (["run", "--record", "-p", "k", "5"], "--record stores a reference run at the lessons' defaults"),
     (["run", "--profile", "gpu-llama8b"], "profile 'gpu-llama8b' needs an NVIDIA GPU"),
     (["run", "--profile", "bogus"], "unknown profile 'bogus'"),
@@ -83,6 +92,7 @@ CLI_CASES = [
     (["serve", "--host", "10.1.2.3"], "--host 10.1.2.3: speclab checks the server on 127.0.0.1"),
     (["serve", "--num-spec-tokens", "0"], "must be a positive integer, got 0"),
     (["serve", "--startup-timeout", "0"], "--startup-timeout must be > 0"),
+    (["serve", "--log", "{bad}"], "that is a folder; name a file in it"),
     (["migrate"], "usage: speclab migrate"),
     (["migrate", "--", "vllm", "serve", "m", "--speculative-model", "x", "--num-speculative-tokens", "five"],
      "--num-speculative-tokens five: expected a whole number"),
@@ -112,10 +122,31 @@ def run_cli(argv, timeout=60.0):
 
 @pytest.mark.parametrize("argv, message", CLI_CASES, ids=[" ".join(a)[:60] for a, _ in CLI_CASES])
 def test_bad_command_line_one_fast_line(argv, message, bad):
+    before = _files(bad)
     code, _, err, seconds = run_cli([a.replace("{bad}", str(bad)) for a in argv])
     lines = err.strip().splitlines()
+    message = message.replace("{bad}", str(bad)).replace("{pid}", str(os.getpid()))
     assert code == 2 and len(lines) == 1 and message in lines[0], (code, err)
     assert seconds < FAST_S, f"{seconds:.1f} s: vLLM (7-16 s to import) was imported before the error"
+    assert _files(bad) == before, "a refused command wrote nothing"
+
+
+def _files(root) -> dict:
+    """Every path under ``root``, with each file's modification time (a write-probe touches folders only)."""
+    return {str(p): p.stat().st_mtime_ns if p.is_file() else None for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{bad}/utf16.txt", "SPECLAB_CACHE={bad}/utf16.txt: that is a file, not a folder"),
+    ("/proc/speclab", "SPECLAB_CACHE=/proc/speclab: cannot write in /proc"),
+])
+def test_a_cache_that_cannot_be_written_is_one_line(value, message, bad):
+    value, message = value.replace("{bad}", str(bad)), message.replace("{bad}", str(bad))
+    for argv in (["env"], ["bench"], ["models", "fetch"]):
+        proc = subprocess.run([sys.executable, "-m", "speclab.cli", *argv], capture_output=True, text=True,
+                              env=dict(ENV, SPECLAB_CACHE=value), timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (argv, proc.stderr[-800:])
 
 
 def test_gate_imports_neither_vllm_nor_torch(bad):

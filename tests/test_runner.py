@@ -80,4 +80,4 @@ def test_recorded_gpu_results_say_where_they_ran():
     from speclab import reference
 
     rec = reference.recorded("14_suffix_decoding")
-    assert "H200" in rec["recorded_on"] and rec["recorded_with"] == "vLLM 0.26.0"
+    assert "NVIDIA H" in rec["recorded_on"] and rec["recorded_with"] == "vLLM 0.26.0"

@@ -14,12 +14,22 @@ def test_controls_call_the_run_function_with_the_chosen_values():
         calls.append((category, temperature, max_tokens, k))
         return f"{category} {temperature} {max_tokens} {k}"
 
-    box = widgets.controls(run, {"category": "code", "temperature": 0.0, "max_tokens": 64, "k": 3},
-                           {"category": ["code", "chat"], "temperature": [0.0, 0.5, 1.0],
-                            "max_tokens": [16, 64], "k": [1, 2, 3, 4]}, interactive=True)
+    box = widgets.build(run, {"category": "code", "temperature": 0.0, "max_tokens": 64, "k": 3},
+                        {"category": ["code", "chat"], "temperature": [0.0, 0.5, 1.0],
+                         "max_tokens": [16, 64], "k": [1, 2, 3, 4]})
     category, temperature, max_tokens, k, button, out = box.children
     assert [w.description for w in (category, temperature, max_tokens, k)] == [
         "category", "temperature", "max_tokens", "k"]
     category.value, temperature.value, k.value = "chat", 0.5, 4
     button.click()
     assert calls == [("chat", 0.5, 64, 4)]
+
+
+def test_interactive_controls_are_drawn_once(monkeypatch):
+    """``controls`` displays its box itself and returns None, so a cell ending with it draws one box."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    assert widgets.controls(lambda k=3: k, {"k": 3}, interactive=True) is None
+    assert [type(o).__name__ for o in shown] == ["VBox"]
