@@ -134,6 +134,13 @@ class BenchResult:
             return None
         return metrics.speedup(self.speculative.output_tokens_per_s, self.baseline.output_tokens_per_s)
 
+    @property
+    def impossible(self) -> str | None:
+        """Why the speedup cannot be right (``metrics.impossible_speedup``), or None."""
+        if self.speedup is None:
+            return None
+        return metrics.impossible_speedup(self.speedup, self.speculative.counters.acceptance_length)
+
     @cached_property  # report(), to_dict() and table() each read it more than once
     def greedy_check(self) -> equality.GreedyCheck | None:
         """Greedy runs must agree up to rounding at near-ties; sampled runs are not expected to."""
@@ -157,6 +164,7 @@ class BenchResult:
         d["speculative"] = self.speculative.summary()
         d["baseline"] = self.baseline.summary() if self.baseline else None
         d["speedup"] = self.speedup
+        d["speedup_impossible"] = self.impossible
         d["outputs_identical"] = self.outputs_identical
         d["greedy_check"] = self.greedy_check.summary() if self.greedy_check else None
         d["mismatched_prompts"] = self.mismatched_prompts
@@ -196,7 +204,8 @@ class BenchResult:
             b = self.baseline
             lines += [f"baseline: {b.output_tokens_per_s:.1f} output tok/s ({b.output_tokens} tokens in "
                       f"{b.elapsed_s:.2f} s)",
-                      f"speedup: {self.speedup:.2f}x",
+                      f"speedup: {self.speedup:.2f}x" + (f" (NOT TRUSTED: {self.impossible})" if self.impossible
+                                                        else ""),
                       f"greedy outputs: {self.greedy_check.describe()}" if self.greedy_check
                       else "outputs not compared (temperature > 0: sampled outputs differ by design)"]
         if s.ttft_s:

@@ -15,6 +15,7 @@ from . import configs
 from .commands import cmd_bench, cmd_env, cmd_migrate, cmd_models, cmd_run, cmd_serve
 from .engine import add_enforce_eager_flag, exit_on_sigterm
 from .errors import SpeclabError
+from .gate import check_environment
 from .profiles import DEFAULT_CPU_PROFILE
 from .server import HOST, STARTUP_TIMEOUT_S
 
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "command", None) and args.command[:1] == ["--"]:
         args.command = args.command[1:]
     try:
+        check_environment()
         return args.func(args)
     except SpeclabError as err:
         print(f"speclab: error: {err}", file=sys.stderr)

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from . import bench, configs, output_paths, reference, validation, weights
 from .clients import curl_command
-from .engine import model_max_len
+from .engine import CPU_DEFAULTS, model_max_len
 from .envcheck import check, format_check
 from .errors import ServerError, SpeclabError
-from .gate import (CPU_REFERENCE_RTOL, GPU_REFERENCE_RTOL, _require, check_bench_args, check_params, check_serve_args,
-                   check_test_flags, parse_params)
+from .gate import (CPU_REFERENCE_RTOL, GPU_REFERENCE_RTOL, _require, check_bench_args, check_lengths, check_params,
+                   check_serve_args, check_test_flags, parse_params)
 from .logs import headline
 from .migration import format_migration
 from .model_refs import resolve_model, tokenizer_path
@@ -32,6 +32,8 @@ from .server import HOST, config_for, serve
 def _pick_profile(args) -> str:
     if args.profile:
         return args.profile
+    if os.environ.get("SPECLAB_PROFILE"):
+        return os.environ["SPECLAB_PROFILE"]
     return DEFAULT_GPU_PROFILE if cuda_available() else DEFAULT_CPU_PROFILE
 
 
@@ -85,6 +87,9 @@ def cmd_bench(args) -> int:
     validation.validate(config, target=target, tensor_parallel_size=args.tp)  # before any engine starts
     tokenizer = load_tokenizer(tokenizer_path(profile) if not args.model_dir else target)
     inputs = _bench_inputs(args, prompts, tokenizer)
+    if len(prompts) < args.num_prompts:
+        print(f"--num-prompts {args.num_prompts}: {source} has {len(prompts)} prompts"
+              f"{f' in category {args.category}' if args.category else ''}; running {len(prompts)}", flush=True)
     sampling = bench.greedy(args.output_len, temperature=args.temp, top_p=args.top_p, top_k=args.top_k)
     overrides = dict(enforce_eager=args.enforce_eager, enable_chunked_prefill=args.enable_chunked_prefill or None,
                      max_num_seqs=args.max_num_seqs, tensor_parallel_size=args.tp)
@@ -94,6 +99,11 @@ def cmd_bench(args) -> int:
                          max_model_len=args.max_model_len or min(16384, model_max_len(target) or 16384))
     elif args.max_model_len:
         overrides["max_model_len"] = args.max_model_len
+    limit = model_max_len(target)
+    context = overrides.get("max_model_len") or min(CPU_DEFAULTS["max_model_len"], limit or 10**9)  # as open_engine
+    rendered = inputs if args.backend != "openai-chat" else apply_chat_template(tokenizer, prompts)
+    lengths = [len(r["prompt_token_ids"]) for r in rendered]
+    check_lengths(lengths, args.output_len, context, limit, args.max_model_len)
     if args.model_dir:
         overrides["model"] = args.model_dir
     if args.allowed_local_media_path:

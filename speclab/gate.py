@@ -11,9 +11,11 @@ import math
 import socket
 from pathlib import Path
 
-from . import configs, output_paths
+from . import configs, output_paths, weights
 from .configs import METHODS, _did_you_mean
+from .engine import IN_PROCESS_ENV, SHARED_GPU_ENV
 from .errors import SpeclabError
+from .logs import ENV as LOG_ENV
 from .prompts import bundled
 from .profiles import get_profile
 from .server import check_host
@@ -39,6 +41,41 @@ def _require(ok: bool, message: str) -> None:
         raise SpeclabError(message)
 
 
+def check_environment(environ=None) -> None:
+    """Every ``SPECLAB_*`` variable's value, before any command works: a typo there was silently ignored
+    (``SPECLAB_DEVICE=tpu`` meant cpu) or failed minutes later."""
+    import os
+    import shutil
+
+    env = os.environ if environ is None else environ
+    device = env.get("SPECLAB_DEVICE", "")
+    _require(device in ("", "cpu", "cuda"), f"SPECLAB_DEVICE={device}: use cpu or cuda (or unset it: the GPU is "
+                                            "detected)")
+    _require(device != "cuda" or bool(shutil.which("nvidia-smi")) or os.path.exists("/dev/nvidiactl"),
+             "SPECLAB_DEVICE=cuda: this machine has no NVIDIA driver (nvidia-smi is not there); unset it or use cpu")
+    if env.get("SPECLAB_PROFILE"):
+        try:
+            get_profile(env["SPECLAB_PROFILE"])
+        except SpeclabError as err:
+            raise SpeclabError(f"SPECLAB_PROFILE: {err}") from None
+    gib = env.get(SHARED_GPU_ENV, "").strip()
+    if gib:
+        try:
+            ok = 0 < float(gib) < 1024
+        except ValueError:
+            ok = False
+        _require(ok, f"{SHARED_GPU_ENV}={gib}: the KV cache per engine in GiB, e.g. 8 (or unset it)")
+    weights_mode = env.get(weights.ENV, "").strip().lower()
+    _require(weights_mode in ("", *weights.MODES), f"{weights.ENV}={env.get(weights.ENV)}: use real or random "
+                                                   "(or unset it)")
+    in_process = env.get(IN_PROCESS_ENV, "")
+    _require(in_process in ("", "0", "1"), f"{IN_PROCESS_ENV}={in_process}: use 1 (engines inside this process) or 0")
+    if env.get("SPECLAB_CACHE") is not None:
+        output_paths.check_folder("SPECLAB_CACHE", env["SPECLAB_CACHE"])
+    if env.get(LOG_ENV):
+        output_paths.check_file(LOG_ENV, env[LOG_ENV])
+
+
 def _check_path_flag(flag: str, value: str | None) -> None:
     """A flag naming a local folder that is not there: say so, instead of a download hint later."""
     if value and looks_local(value) and not Path(value).expanduser().exists():
@@ -55,6 +92,7 @@ def check_bench_args(args) -> None:
     else:
         configs._check_k(args.num_spec_tokens)
     _require(args.output_len >= 1, f"--output-len must be >= 1, got {args.output_len}")
+    check_k_bound("--num-spec-tokens", args.num_spec_tokens, args.output_len)
     # vLLM's SamplingParams ranges, checked here instead of after its import
     _require(math.isfinite(args.temp) and 0 <= args.temp <= 2,
              f"--temp must be in [0, 2] (0 is greedy), got {args.temp}")
@@ -83,6 +121,35 @@ def check_bench_args(args) -> None:
         _require(not (Path(path).expanduser().exists() or path.startswith((".", "/", "~"))),
                  f"--dataset-name hf takes a Hugging Face dataset id and {path} is a local path: use --dataset-name "
                  "custom")
+
+
+# vLLM takes any k, but acceptance falls position by position (lesson 01): past a dozen drafted tokens a
+# position is almost never reached, and a k in the hundreds only makes every step verify dead weight.
+MAX_K = 32
+
+
+def check_k_bound(flag: str, k: int, output_len: int | None = None) -> None:
+    """A k that can only be a slip (k=1000): refused with the reason, before any engine."""
+    _require(k <= MAX_K, f"{flag} {k}: at most {MAX_K} (acceptance falls with every position; 2-5 is typical, "
+                         "lesson 07 sweeps it)")
+    if output_len is not None:
+        _require(k < output_len, f"{flag} {k}: draft fewer tokens than --output-len ({output_len}) generates")
+
+
+def check_lengths(prompt_tokens: list[int], output_len: int, context: int, model_limit: int | None,
+                  max_model_len: int | None) -> None:
+    """Prompts and new tokens against the engine's context, checked before the engine: vLLM would start,
+    then stop on the first request that does not fit (a 65-line traceback)."""
+    if max_model_len is not None and model_limit:
+        _require(max_model_len <= model_limit, f"--max-model-len {max_model_len}: the model's own limit is "
+                                               f"{model_limit} tokens; use at most that")
+    longest = max(prompt_tokens)
+    _require(longest < context,
+             f"the longest prompt has {longest} tokens and the context holds {context}: use a set of shorter prompts, "
+             f"or raise --max-model-len (at most {model_limit or 'the model limit'})")
+    _require(longest + output_len <= context,
+             f"--output-len {output_len}: the longest prompt ({longest} tokens) and {output_len} new tokens exceed "
+             f"the context of {context} tokens; use --output-len {context - longest} or less, or raise --max-model-len")
 
 
 def check_test_flags(args, profile) -> float:
@@ -192,6 +259,8 @@ def check_serve_args(args) -> None:
         configs.ngram(args.num_spec_tokens, args.prompt_lookup_max, args.prompt_lookup_min)
     elif args.method != "none":
         configs._check_k(args.num_spec_tokens)
+    if args.method != "none":
+        check_k_bound("--num-spec-tokens", args.num_spec_tokens)
     if args.log_path is not None:
         output_paths.check_file("--log", args.log_path)
     get_profile(args.profile)

@@ -191,6 +191,26 @@ def tokens_per_second(num_tokens: int, seconds: float) -> float:
     return num_tokens / seconds if seconds > 0 else 0.0
 
 
+# How far a measured speedup may pass its bound (the acceptance length) before it is called impossible:
+# a short run's timing moves by several percent between engines.
+SPEEDUP_BOUND_SLACK = 1.10
+
+
+def impossible_speedup(speedup: float, acceptance_length: float, slack: float = SPEEDUP_BOUND_SLACK) -> str | None:
+    """Why ``speedup`` cannot be right, or None.
+
+    A speculative step emits on average at most ``acceptance_length`` tokens per sequence (vLLM's figure
+    leaves out steps that drafted nothing, so it is an upper bound) and costs at least one baseline step:
+    on the same machine the speedup cannot exceed the acceptance length. A figure beyond it means the two
+    runs did not get the same machine: another process took cores from one of them.
+    """
+    bound = max(1.0, acceptance_length or 1.0)
+    if speedup <= bound * slack:
+        return None
+    return (f"speedup {speedup:.2f}x is above the acceptance length {bound:.2f}, which bounds it: another process "
+            "competed for the machine during one of the runs; measure again on a quiet machine")
+
+
 def speedup(spec_tokens_per_s: float, baseline_tokens_per_s: float) -> float:
     """How many times faster the speculative run produced tokens than the baseline."""
     if baseline_tokens_per_s <= 0:

@@ -31,6 +31,15 @@ def test_speedup_and_identity():
     assert "CHANGED" in table([clear]) and "1/2 same" in table([tie])
 
 
+def test_a_speedup_beyond_its_bound_is_not_trusted_in_the_report_and_the_record():
+    r = _result()
+    assert r.impossible is None and "NOT TRUSTED" not in r.report()
+    r.baseline.elapsed_s = 40.0  # a baseline run slowed tenfold by another process: 16x against 2.50
+    assert r.speedup == pytest.approx(16.0)
+    assert "speedup: 16.00x (NOT TRUSTED: speedup 16.00x is above the acceptance length 2.50" in r.report()
+    assert r.to_dict()["speedup_impossible"] == r.impossible
+
+
 def test_report_has_the_seed_lines():
     text = _result().report()
     for line in ("total_num_output_tokens: 200", "num_drafts: 40", "num_draft_tokens: 120",

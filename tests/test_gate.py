@@ -56,6 +56,10 @@ CLI_CASES = [
     (["bench", "--method", "draft_model", "--draft-model", "~/no/such/draft"],
      "--draft-model ~/no/such/draft: the folder does not exist"),
     (["bench", "--method", "draft_model", "--draft-model", "{bad}/broken"], "config.json is not valid JSON"),
+    (["bench", "--num-spec-tokens", "1000"], "--num-spec-tokens 1000: at most 32"),
+    (["bench", "--method", "ngram", "--num-spec-tokens", "20", "--output-len", "16"],
+     "draft fewer tokens than --output-len (16) generates"),
+    (["serve", "--num-spec-tokens", "64"], "--num-spec-tokens 64: at most 32"),
     (["bench", "--json", "/nonexistent/out.json"], "folder /nonexistent does not exist"),
     (["bench", "--json", "{bad}"], "that is a folder; name a file in it"),
     (["bench", "--json", "{bad}/out.csv"], "name a .json file (e.g. {bad}/out.json)"),
@@ -105,12 +109,12 @@ CLI_CASES = [
 ]
 
 
-def run_cli(argv, timeout=60.0):
+def run_cli(argv, timeout=60.0, env=None):
     """The console command in its own session: on a timeout the whole group goes (an engine included)."""
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, start_new_session=True)
+                            text=True, env={**ENV, **(env or {})}, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -136,6 +140,30 @@ def _files(root) -> dict:
     return {str(p): p.stat().st_mtime_ns if p.is_file() else None for p in sorted(root.rglob("*"))}
 
 
+@pytest.mark.parametrize("name, value, message", [
+    ("SPECLAB_DEVICE", "tpu", "SPECLAB_DEVICE=tpu: use cpu or cuda"),
+    ("SPECLAB_PROFILE", "bogus", "SPECLAB_PROFILE: unknown profile 'bogus'"),
+    ("SPECLAB_KV_CACHE_GIB", "-1", "SPECLAB_KV_CACHE_GIB=-1: the KV cache per engine in GiB"),
+    ("SPECLAB_KV_CACHE_GIB", "abc", "SPECLAB_KV_CACHE_GIB=abc: the KV cache per engine in GiB"),
+    ("SPECLAB_WEIGHTS", "fake", "SPECLAB_WEIGHTS=fake: use real or random"),
+    ("SPECLAB_ENGINE_IN_PROCESS", "yes", "SPECLAB_ENGINE_IN_PROCESS=yes: use 1"),
+    ("SPECLAB_LOG", "/tmp", "SPECLAB_LOG=/tmp: that is a folder"),
+])
+def test_every_speclab_variable_is_checked_in_one_line(name, value, message):
+    for argv in (["bench"], ["run", "--only", "00"], ["serve"], ["env"]):
+        code, _, err, seconds = run_cli(argv, env={name: value})
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and message in lines[0], (argv, err[-800:])
+        assert seconds < FAST_S
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="this machine has an NVIDIA driver")
+def test_cuda_forced_on_a_machine_without_a_gpu_is_refused():
+    no_driver = {"SPECLAB_DEVICE": "cuda", "PATH": "/usr/bin:/bin"}
+    code, _, err, _ = run_cli(["bench", "--profile", "gpu-tiny"], env=no_driver)
+    assert code == 2 and "SPECLAB_DEVICE=cuda: this machine has no NVIDIA driver" in err
+
+
 @pytest.mark.parametrize("value, message", [
     ("{bad}/utf16.txt", "SPECLAB_CACHE={bad}/utf16.txt: that is a file, not a folder"),
     ("/proc/speclab", "SPECLAB_CACHE=/proc/speclab: cannot write in /proc"),
@@ -147,6 +175,27 @@ def test_a_cache_that_cannot_be_written_is_one_line(value, message, bad):
                               env=dict(ENV, SPECLAB_CACHE=value), timeout=60)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (argv, proc.stderr[-800:])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-model-len", "10"], "the longest prompt has 104 tokens and the context holds 10: use a set of shorter "
+                                "prompts, or raise --max-model-len (at most 8192)"),
+    (["--max-model-len", "10000000"], "--max-model-len 10000000: the model's own limit is 8192 tokens"),
+    (["--output-len", "100000"], "--output-len 100000: the longest prompt (104 tokens) and 100000 new tokens exceed "
+                                 "the context of 2048 tokens; use --output-len 1944 or less"),
+], ids=["context too short", "beyond the model", "output too long"])
+def test_lengths_are_checked_against_the_context_before_an_engine(argv, message, target_dir):
+    """These need the tokenizer (the prompts' lengths), so they come after the gate, but before any engine:
+    vLLM would start one and then fail on the first request with a long traceback."""
+    code, _, err, seconds = run_cli(["bench", "--method", "ngram", *argv])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and message in lines[0], (code, err)
+    assert "vllm" not in err.lower() and seconds < 60
+
+
+def test_more_prompts_than_the_set_has_is_said_once(target_dir):
+    code, out, err, _ = run_cli(["bench", "--num-prompts", "1000", "--max-model-len", "10"])  # stops before an engine
+    assert out.splitlines() == ["--num-prompts 1000: mtbench_style has 16 prompts; running 16"] and code == 2
 
 
 def test_gate_imports_neither_vllm_nor_torch(bad):

@@ -82,6 +82,16 @@ def test_parse_log_line():
     assert metrics.parse_log_line("INFO engine started") is None
 
 
+def test_a_speedup_above_the_acceptance_length_is_called_impossible():
+    # acceptance length 2.50 bounds the speedup; 10% slack for a short run's timing
+    assert metrics.impossible_speedup(1.60, 2.50) is None
+    assert metrics.impossible_speedup(2.75, 2.50) is None  # 2.50 x 1.10 = 2.75: still within the slack
+    reason = metrics.impossible_speedup(27.16, 2.50)  # the figure a busy machine printed
+    assert reason.startswith("speedup 27.16x is above the acceptance length 2.50") and "quiet machine" in reason
+    assert metrics.impossible_speedup(1.20, 0.0) is not None  # no drafts at all: the bound is 1.0
+    assert metrics.impossible_speedup(1.05, 1.0) is None
+
+
 def test_throughput_and_speedup():
     assert metrics.tokens_per_second(300, 2.0) == 150.0
     assert metrics.speedup(150.0, 100.0) == 1.5
