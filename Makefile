@@ -17,7 +17,7 @@ VLLM_SPEC ?=
 STAMP := $(VENV)/.speclab-installed-$(SPECLAB_DEVICE)$(if $(VLLM_SPEC),-$(subst <,,$(subst >,,$(subst =,,$(VLLM_SPEC)))))
 PY := $(VENV)/bin/python
 
-.PHONY: env run reference test test-fast test-gpu suffix clean
+.PHONY: env run reference test test-fast test-gpu suffix clean browser
 env: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -45,9 +45,19 @@ run: env
 reference: env
 	$(VENV)/bin/speclab run --record $(if $(PROFILE),--profile $(PROFILE))
 
-test: env
+test: env browser
 	$(VENV)/bin/speclab models fetch
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# tests/test_browser.py drives JupyterLab in Debian's Chromium (Playwright's own download is not needed).
+# Installed where the machine allows (root and apt-get); elsewhere that test says why it skipped.
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    { apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; }; } && \
+	    echo "speclab: installed Debian's chromium for the browser test"; } || \
+	  echo "speclab: no chromium (needs root and apt-get): tests/test_browser.py will be skipped"
 
 test-gpu: env
 	$(VENV)/bin/speclab models fetch
