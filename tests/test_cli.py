@@ -103,6 +103,14 @@ def test_sigterm_leaves_no_engine_behind(command, target_dir):
     assert not alive, [p.pid for p in alive]
 
 
+def _ctrl_c_as_in_a_terminal():
+    """A test run started in the background (``make test &``) ignores SIGINT, and its children inherit that;
+    a command typed in a terminal does not: give the command under test the terminal's default."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("whom", ["group", "parent"])
 def test_one_ctrl_c_during_engine_start_exits_at_once(whom, target_dir):
     """Ctrl-C reaches the whole group from a terminal, `kill -INT` only the command: either way, while the
@@ -118,7 +126,7 @@ def test_one_ctrl_c_during_engine_start_exits_at_once(whom, target_dir):
 
     proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", "bench", "--method", "ngram", "--num-prompts", "2",
                              "--output-len", "16"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     parent = psutil.Process(proc.pid)
     deadline = time.time() + 300
     while time.time() < deadline and not vllm_descendants(parent) and proc.poll() is None:
@@ -147,7 +155,8 @@ def test_ctrl_c_during_a_lesson_leaves_no_partial_notebook_and_frees_the_folder(
 
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", "run", "--only", "02", "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
     parent = psutil.Process(proc.pid)
     deadline = time.time() + 300
     def kernel():
