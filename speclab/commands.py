@@ -26,7 +26,7 @@ from .model_refs import resolve_model, tokenizer_path
 from .models import fetch_smollm2, list_profiles, load_tokenizer
 from .profiles import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, Profile, cuda_available, get_profile, require_device
 from .prompts import apply_chat_template, chat_messages, load_prompts
-from .runner import NOTEBOOKS, busy, main_job, series
+from .runner import NOTEBOOKS, main_job, require_free, series
 from .server import HOST, config_for, serve
 
 def _pick_profile(args) -> str:
@@ -93,13 +93,13 @@ def cmd_bench(args) -> int:
     sampling = bench.greedy(args.output_len, temperature=args.temp, top_p=args.top_p, top_k=args.top_k)
     overrides = dict(enforce_eager=args.enforce_eager, enable_chunked_prefill=args.enable_chunked_prefill or None,
                      max_num_seqs=args.max_num_seqs, tensor_parallel_size=args.tp)
+    limit = model_max_len(target)
     if profile.device == "cuda":
         # the benchmark script's 16384, or the model's own limit where shorter
         overrides.update(gpu_memory_utilization=args.gpu_memory_utilization,
-                         max_model_len=args.max_model_len or min(16384, model_max_len(target) or 16384))
+                         max_model_len=args.max_model_len or min(16384, limit or 16384))
     elif args.max_model_len:
         overrides["max_model_len"] = args.max_model_len
-    limit = model_max_len(target)
     context = overrides.get("max_model_len") or min(CPU_DEFAULTS["max_model_len"], limit or 10**9)  # as open_engine
     rendered = inputs if args.backend != "openai-chat" else apply_chat_template(tokenizer, prompts)
     lengths = [len(r["prompt_token_ids"]) for r in rendered]
@@ -167,8 +167,7 @@ def cmd_run(args) -> int:
     weights.check_profile(profile)
     if args.out is not None:
         output_paths.check_folder("--out", args.out)
-        _require(busy(Path(args.out)) is None, f"--out {args.out}: another speclab run (pid {busy(Path(args.out))}) "
-                 "is writing there; choose another --out or wait for it")
+        require_free(Path(args.out))
     if profile.offline or weights.is_random():  # random weights tokenize with SmolLM2
         fetch_smollm2()
     if args.record:

@@ -89,16 +89,22 @@ SHARED_GPU_ENV = "SPECLAB_KV_CACHE_GIB"
 SHARED_GPU_UTILIZATION = 0.05
 
 
+def kv_cache_gib(value: str) -> float | None:
+    """``SPECLAB_KV_CACHE_GIB``'s value as GiB, or None when it is not a size in (0, 1024)."""
+    try:
+        gib = float(value)
+    except ValueError:
+        return None
+    return gib if 0 < gib < 1024 else None
+
+
 def shared_gpu_kwargs() -> dict:
     """The engine settings for a shared GPU, from ``SPECLAB_KV_CACHE_GIB``; empty when it is unset."""
     value = os.environ.get(SHARED_GPU_ENV, "").strip()
     if not value:
         return {}
-    try:
-        gib = float(value)
-    except ValueError:
-        gib = -1.0
-    if not 0 < gib < 1024:
+    gib = kv_cache_gib(value)
+    if gib is None:
         raise SpeclabError(f"{SHARED_GPU_ENV} must be the KV cache size per engine in GiB (e.g. 8), got {value!r}")
     return {"kv_cache_memory_bytes": int(gib * 2**30), "gpu_memory_utilization": SHARED_GPU_UTILIZATION}
 

@@ -8,14 +8,17 @@ themselves are ``speclab.commands``.
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import socket
 from pathlib import Path
 
 from . import configs, output_paths, weights
 from .configs import METHODS, _did_you_mean
-from .engine import IN_PROCESS_ENV, SHARED_GPU_ENV
+from .engine import IN_PROCESS_ENV, SHARED_GPU_ENV, kv_cache_gib
 from .errors import SpeclabError
 from .logs import ENV as LOG_ENV
+from .models import check_cache_setting
 from .prompts import bundled
 from .profiles import get_profile
 from .server import check_host
@@ -41,13 +44,10 @@ def _require(ok: bool, message: str) -> None:
         raise SpeclabError(message)
 
 
-def check_environment(environ=None) -> None:
+def check_environment() -> None:
     """Every ``SPECLAB_*`` variable's value, before any command works: a typo there was silently ignored
     (``SPECLAB_DEVICE=tpu`` meant cpu) or failed minutes later."""
-    import os
-    import shutil
-
-    env = os.environ if environ is None else environ
+    env = os.environ
     device = env.get("SPECLAB_DEVICE", "")
     _require(device in ("", "cpu", "cuda"), f"SPECLAB_DEVICE={device}: use cpu or cuda (or unset it: the GPU is "
                                             "detected)")
@@ -59,19 +59,14 @@ def check_environment(environ=None) -> None:
         except SpeclabError as err:
             raise SpeclabError(f"SPECLAB_PROFILE: {err}") from None
     gib = env.get(SHARED_GPU_ENV, "").strip()
-    if gib:
-        try:
-            ok = 0 < float(gib) < 1024
-        except ValueError:
-            ok = False
-        _require(ok, f"{SHARED_GPU_ENV}={gib}: the KV cache per engine in GiB, e.g. 8 (or unset it)")
+    _require(not gib or kv_cache_gib(gib) is not None,
+             f"{SHARED_GPU_ENV}={gib}: the KV cache per engine in GiB, e.g. 8 (or unset it)")
     weights_mode = env.get(weights.ENV, "").strip().lower()
     _require(weights_mode in ("", *weights.MODES), f"{weights.ENV}={env.get(weights.ENV)}: use real or random "
                                                    "(or unset it)")
     in_process = env.get(IN_PROCESS_ENV, "")
     _require(in_process in ("", "0", "1"), f"{IN_PROCESS_ENV}={in_process}: use 1 (engines inside this process) or 0")
-    if env.get("SPECLAB_CACHE") is not None:
-        output_paths.check_folder("SPECLAB_CACHE", env["SPECLAB_CACHE"])
+    check_cache_setting()
     if env.get(LOG_ENV):
         output_paths.check_file(LOG_ENV, env[LOG_ENV])
 

@@ -2,9 +2,10 @@
 
 vLLM names the sockets between an engine's processes ``$VLLM_RPC_BASE_PATH/<uuid>`` (default: the
 system's temporary folder) and does not remove them: every engine start left a few socket files in
-/tmp. Each speclab process gets its own folder under the cache instead. ``sockets()`` holds it for
-an engine or a server; when the last one closes, the folder is emptied, at exit it goes, and the
-next process removes the folders of processes that died without cleaning up.
+/tmp. Each speclab process gets its own folder under the cache instead. An engine or a server calls
+``acquire`` before it starts and ``release`` once it stopped; when the last one is gone the folder is
+emptied, at exit it goes, and the next process removes the folders of processes that died without
+cleaning up.
 """
 
 from __future__ import annotations
@@ -29,24 +30,16 @@ def _root() -> Path:
     return root if len(str(root)) < _LONGEST_FOLDER - 8 else Path(tempfile.gettempdir()) / "speclab-ipc"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def folder() -> Path:
     """This process's socket folder (made on first use; dead processes' folders removed)."""
     root = _root()
     mine = root / str(os.getpid())
     if not mine.is_dir():
+        import psutil
+
         root.mkdir(parents=True, exist_ok=True)
         for other in root.iterdir():
-            if other.name.isdigit() and not _alive(int(other.name)):
+            if other.name.isdigit() and not psutil.pid_exists(int(other.name)):
                 shutil.rmtree(other, ignore_errors=True)
         mine.mkdir(exist_ok=True)
         atexit.register(shutil.rmtree, mine, True)
@@ -78,14 +71,3 @@ def release() -> None:
     _open = max(0, _open - 1)
     if _open == 0:
         _empty(folder())
-
-
-@contextlib.contextmanager
-def sockets():
-    """``acquire`` for the block, ``release`` after it."""
-    mine = acquire()
-    try:
-        yield
-    finally:
-        if mine:
-            release()

@@ -34,10 +34,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"  # the lessons
 
 
+_checked_caches: set[str] = set()
+
+
+def check_cache_setting() -> None:
+    """``SPECLAB_CACHE``, where set, names a folder speclab can write: one line if not. Checked once per
+    value, since every engine, log and model lookup asks for the cache."""
+    value = os.environ.get("SPECLAB_CACHE")
+    if value is not None and value not in _checked_caches:
+        output_paths.check_folder("SPECLAB_CACHE", value)
+        _checked_caches.add(value)
+
+
 def cache_dir() -> Path:
     """Where speclab keeps converted models and built drafters (``SPECLAB_CACHE`` moves it)."""
-    if os.environ.get("SPECLAB_CACHE") is not None:
-        output_paths.check_folder("SPECLAB_CACHE", os.environ["SPECLAB_CACHE"])
+    check_cache_setting()
     root = Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab"))
     root.mkdir(parents=True, exist_ok=True)
     return root

@@ -155,13 +155,18 @@ def busy(run_dir: Path) -> int | None:
     return pid
 
 
-@contextlib.contextmanager
-def claimed(run_dir: Path):
-    """Mark ``run_dir`` as this process's for the block, so that a second run refuses to write into it."""
+def require_free(run_dir: Path) -> None:
+    """Refuse, in one line, a run folder that another live ``speclab run`` is writing into."""
     other = busy(run_dir)
     if other is not None and other != os.getpid():
         raise SpeclabError(f"--out {run_dir}: another speclab run (pid {other}) is writing there; "
                            "choose another --out or wait for it")
+
+
+@contextlib.contextmanager
+def claimed(run_dir: Path):
+    """Mark ``run_dir`` as this process's for the block, so that a second run refuses to write into it."""
+    require_free(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = run_dir / LOCK
     lock.write_text(str(os.getpid()))

@@ -74,7 +74,7 @@ def watched(before: set[int], what: str = "vLLM's engine"):
         return
     done = threading.Event()
     died: list = []
-    signalled: list = []
+    signalled = threading.Event()
     seen: dict = {}
 
     def watch() -> None:
@@ -86,7 +86,7 @@ def watched(before: set[int], what: str = "vLLM's engine"):
                     with contextlib.suppress(OSError):
                         os.write(previous, data)
                 if signal.SIGINT in data and interrupted_at is None:
-                    signalled.append(True)
+                    signalled.set()
                     interrupted_at = time.monotonic()
             if not died:
                 died.extend(_engine_processes(before, seen))
@@ -101,7 +101,7 @@ def watched(before: set[int], what: str = "vLLM's engine"):
     try:
         yield
     except KeyboardInterrupt:
-        if died and not signalled:
+        if died and not signalled.is_set():
             codes = ", ".join(str(_exit_code(p)) for p in died)
             raise EngineDied(f"{what} exited while starting (exit code {codes}); its log names the cause") from None
         raise

@@ -49,6 +49,6 @@ def test_a_long_cache_path_puts_sockets_in_the_temporary_folder(monkeypatch):
 def test_a_folder_the_user_chose_is_left_alone(monkeypatch, tmp_path):
     monkeypatch.setenv(ipc.ENV, str(tmp_path))
     (tmp_path / "theirs").write_text("")
-    with ipc.sockets():
-        assert os.environ[ipc.ENV] == str(tmp_path)
+    assert ipc.acquire() is False  # not ours to point elsewhere, nor to empty
+    assert os.environ[ipc.ENV] == str(tmp_path)
     assert (tmp_path / "theirs").exists()
