@@ -197,11 +197,12 @@ def test_stored_reference_notebooks_are_the_current_lessons(profile):
     assert reference.stale(profile, NOTEBOOKS) == {}, "run python -m speclab.reference"
 
 
-def test_every_lesson_has_a_cpu_reference_run_with_its_results():
+@pytest.mark.parametrize("profile", reference.SHOWN)
+def test_every_lesson_has_a_reference_run_with_its_results(profile):
     from speclab.runner import series
 
     lessons = {b.stem for b in series()}
-    folder = reference.folder("cpu-tiny")
+    folder = reference.folder(profile)
     assert {p.stem for p in (folder / "notebooks").glob("*.ipynb")} == lessons
-    assert set(reference.run_info("cpu-tiny")["lessons"]) == lessons
+    assert set(reference.run_info(profile)["lessons"]) == lessons
     assert {p.stem for p in (folder / "results").glob("*.json")} >= lessons  # every lesson saves its numbers
