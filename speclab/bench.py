@@ -362,6 +362,9 @@ def one_at_a_time(profile: str | Profile | None, runs: dict[str, dict | None], p
     one engine per config -> result[label][category]: one ``RunStats`` per prompt, in the set's order.
 
     Alone, each prompt's acceptance and speed are its own, so a category's figure comes with a spread.
+    The engines run one after another (vLLM keeps its counters in one registry per process: with several
+    engines open, every snapshot reads the last one's), so ``untrusted`` catches a change in the machine's
+    load between them that a ratio cannot survive.
     """
     flat = grid(profile, runs, {str(i): ([inp], sampling_params) for i, inp in enumerate(inputs)}, log=log,
                 **engine_overrides)
@@ -410,17 +413,44 @@ class CategoryWinner:
                 f"{self.num_prompts} prompts)")
 
 
-def category_winners(speedup: dict[str, dict[str, float]],
-                     prompt_speedup: dict[str, dict[str, list[float]]]) -> dict[str, CategoryWinner | None]:
+def untrusted(per_prompt: dict[str, dict[str, list[RunStats]]],
+              baseline: str = "baseline") -> dict[str, dict[str, str]]:
+    """{method: {category: why}} for the figures that cannot be right (``metrics.impossible_speedup``).
+
+    A category is flagged when its own speedup or any of its prompts' is above that run's acceptance
+    length: one disturbed prompt is inside the category's total too."""
+    base = per_prompt[baseline]
+    flagged: dict[str, dict[str, str]] = {}
+    for label, cats in per_prompt.items():
+        if label == baseline:
+            continue
+        for cat, runs in cats.items():
+            pairs = [(combine(runs), combine(base[cat]))] + list(zip(runs, base[cat], strict=True))
+            for run, ref in pairs:
+                why = metrics.impossible_speedup(metrics.speedup(run.output_tokens_per_s, ref.output_tokens_per_s),
+                                                 run.counters.acceptance_length)
+                if why:
+                    flagged.setdefault(label, {})[cat] = why
+                    break
+    return flagged
+
+
+def category_winners(speedup: dict[str, dict[str, float]], prompt_speedup: dict[str, dict[str, list[float]]],
+                     exclude: dict[str, dict[str, str]] | None = None) -> dict[str, CategoryWinner | None]:
     """speedup[method][category] -> per category the fastest method, or None where none beat the baseline
-    (speculation there is pure cost). ``prompt_speedup`` gives each prompt's figure behind the category's."""
+    (speculation there is pure cost). ``prompt_speedup`` gives each prompt's figure behind the category's;
+    ``exclude`` ({method: {category: why}}, e.g. ``untrusted``) names figures that may not win."""
+    exclude = exclude or {}
     categories = list(dict.fromkeys(c for cats in speedup.values() for c in cats))
     out: dict[str, CategoryWinner | None] = {}
     for cat in categories:
-        method = max((m for m in speedup if cat in speedup[m]), key=lambda m: speedup[m][cat])
+        candidates = [m for m in speedup if cat in speedup[m] and cat not in exclude.get(m, {})]
+        method = max(candidates, key=lambda m: speedup[m][cat], default=None)
+        if method is None or speedup[method][cat] <= 1.0:
+            out[cat] = None
+            continue
         each = prompt_speedup[method][cat]
-        out[cat] = (CategoryWinner(method, speedup[method][cat], sum(x > 1.0 for x in each), len(each))
-                    if speedup[method][cat] > 1.0 else None)
+        out[cat] = CategoryWinner(method, speedup[method][cat], sum(x > 1.0 for x in each), len(each))
     return out
 
 

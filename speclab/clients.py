@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import ServerError
+from .vllm_features import has_per_request_spec_metrics, vllm_version
 
 CHECK_PROMPT = "Write a Python script to read a CSV file:"  # a quick-start guide's curl check
 CHECK_MAX_TOKENS = 200
@@ -23,6 +24,25 @@ def curl_command(server, prompt: str = CHECK_PROMPT, max_tokens: int = CHECK_MAX
     body = json.dumps({"model": server.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
     return (f"curl {server.base_url}/v1/completions -H 'Content-Type: application/json' "
             f"-d {shlex.quote(body)}")
+
+
+def request_acceptance(reply: dict) -> str:
+    """One line on a reply's own speculation (vLLM's ``metrics.speculative_decoding``), or why it has none.
+
+    ``/metrics`` sums every request since the server started; this is the one request's share, with how
+    many of its verify steps accepted 0, 1, 2, ... drafted tokens."""
+    spec = (reply.get("metrics") or {}).get("speculative_decoding")
+    if spec:
+        histogram = ", ".join(f"{j}: {n}" for j, n in enumerate(spec["acceptance_histogram"]))
+        return (f"this request: {spec['num_spec_steps']} verify steps, {spec['num_accepted_draft_tokens']} of "
+                f"{spec['num_draft_tokens']} drafted tokens accepted, acceptance length "
+                f"{spec['mean_acceptance_length']:.2f}; steps by drafts accepted {{{histogram}}}")
+    if not has_per_request_spec_metrics():
+        version = ".".join(map(str, vllm_version() or ())) or "?"
+        return (f"vLLM {version} reports acceptance only in /metrics, summed over all requests: a reply's own "
+                "figures (--per-request-spec-decode-metrics) come with vLLM releases after 0.27")
+    return ("the reply carries no metrics.speculative_decoding: the server does not speculate, or the request "
+            "asked n > 1")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from .errors import ServerError, SpeclabError
 from .gate import (CPU_REFERENCE_RTOL, GPU_REFERENCE_RTOL, _require, check_bench_args, check_lengths, check_params,
                    check_serve_args, check_test_flags, parse_params)
 from .logs import headline
+from .memory import weights_gb
 from .migration import format_migration
 from .model_refs import resolve_model, tokenizer_path
 from .models import fetch_smollm2, list_profiles, load_tokenizer
@@ -134,7 +135,7 @@ def cmd_models(args) -> int:
     if args.action == "fetch":
         print(fetch_smollm2(force=args.force, source=args.source))
     else:
-        print(list_profiles())
+        print(list_profiles(weights_gb))
     return 0
 
 

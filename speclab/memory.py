@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .errors import SpeclabError
 from .model_config import Dims, load_config, registered_role, role_of
+from .shapes import SHAPES, shape_config
 
 GIB = 1024**3
 GB = 1000**3
@@ -129,6 +130,15 @@ def weight_bytes(config, dtype: str | None = None, role: str | None = None,
     linear = c["attention"] + c["mlp"] + c["fc"]
     rest = c["embeddings"] + c["lm_head"] + c["norms"]
     return linear * dtype_bytes(dtype) + rest * dtype_bytes(embeddings_dtype)
+
+
+def weights_gb(ref: str) -> float | None:
+    """GB of weights a published model loads (``weight_bytes`` of its ``data/shapes`` config.json): about what it
+    downloads. None for a model without a shape, and for a block drafter (its layers are not counted here)."""
+    for name, info in SHAPES.items():
+        if info.hf_id == ref and info.role != "dflash":
+            return weight_bytes(shape_config(name), role=info.role) / 1e9
+    return None
 
 
 # ------------------------------------------------------------------ KV cache

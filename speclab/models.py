@@ -195,13 +195,19 @@ def load_tokenizer(model: str):
         ) from None
 
 
-def list_profiles() -> str:
-    """A human-readable table of profiles and what each needs."""
+def list_profiles(weights_gb=lambda ref: None) -> str:
+    """A human-readable table of profiles and what each needs; ``weights_gb(ref)`` (``memory.weights_gb``)
+    adds each model's size where it is known."""
     lines = []
     for p in PROFILES.values():
         flags = ", ".join(f for f in ["synthetic" if p.synthetic else "", "gated" if p.gated else ""] if f)
         lines.append(f"{p.name:14s} {p.device:5s} {p.description}" + (f" [{flags}]" if flags else ""))
-        lines.append(f"{'':20s} target: {p.target}")
-        for method, ref in p.drafters.items():
-            lines.append(f"{'':20s} {method + ':':12s} {ref}")
+        refs = {"target": p.target, **p.drafters}
+        sizes = {ref: None if p.synthetic else weights_gb(ref) for ref in refs.values()}
+        for role, ref in refs.items():
+            size = f"  ({sizes[ref]:.1f} GB)" if sizes[ref] else ""
+            lines.append(f"{'':20s} {role + ':':12s} {ref}{size}")
+        if any(sizes.values()):
+            lines.append(f"{'':20s} {'weights:':12s} about {sum(x for x in sizes.values() if x):.0f} GB to download "
+                         "for those sized above (bf16, counted from their published config.json)")
     return "\n".join(lines)

@@ -249,8 +249,33 @@ def record(run_dir: str | Path, hardware: str) -> list[str]:
     return stored
 
 
-def main() -> int:
-    """``python -m speclab.reference``: mend the stored notebooks' prose, list those that need recording again."""
+def wall_times() -> str:
+    """Each lesson's wall time in every stored reference run, and where each run was made: what a lesson
+    costs on a GPU before a workshop books one."""
+    profiles = sorted(p.name for p in REFERENCE_DIR.iterdir() if (p / "run.json").is_file())
+    infos = {p: run_info(p)["lessons"] for p in profiles}
+    lessons = sorted({lesson for info in infos.values() for lesson in info})
+    width = max(len(p) for p in profiles) + 2
+    lines = [f"{'lesson':28s}" + "".join(f"{p:>{width}s}" for p in profiles)]
+    for lesson in lessons:
+        cells = [infos[p].get(lesson, {}).get("seconds") for p in profiles]
+        lines.append(f"{lesson:28s}" + "".join(f"{'-' if s is None else f'{s:.0f} s':>{width}s}" for s in cells))
+    totals = [sum(entry.get("seconds") or 0 for entry in infos[p].values()) / 60 for p in profiles]
+    lines.append(f"{'total':28s}" + "".join(f"{f'{minutes:.0f} min':>{width}s}" for minutes in totals))
+    for p in profiles:
+        where = sorted({e.get("hardware", "?") for e in infos[p].values()})
+        lines.append(f"{p}: {'; '.join(where)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m speclab.reference``: mend the stored notebooks' prose, list those that need recording again;
+    ``--times``: print the lessons' wall times in the stored runs."""
+    import sys
+
+    if "--times" in (sys.argv[1:] if argv is None else argv):
+        print(wall_times())
+        return 0
     status = 0
     for profile in sorted(p.name for p in REFERENCE_DIR.iterdir() if (p / "notebooks").is_dir()):
         for lesson in sync_prose(profile, NOTEBOOKS):

@@ -33,6 +33,7 @@ from .metrics import from_prometheus
 from .model_refs import resolve_model
 from .models import cache_dir
 from .profiles import DEFAULT_CPU_PROFILE, Profile, get_profile, require_device
+from .vllm_features import has_per_request_spec_metrics
 
 HOST = "127.0.0.1"
 LISTEN_HOSTS = ("127.0.0.1", "0.0.0.0")  # both answer on 127.0.0.1, where speclab checks and measures
@@ -86,6 +87,8 @@ def server_argv(profile: str | Profile | None = DEFAULT_CPU_PROFILE, speculative
             argv += [_flag(key), str(value)]
     if speculative is not None:
         argv += ["--speculative-config", json.dumps(speculative)]
+        if has_per_request_spec_metrics():  # each reply carries its own acceptance (clients.request_acceptance)
+            argv += ["--per-request-spec-decode-metrics", "summary"]
     return argv + [str(a) for a in extra_args]  # last: vLLM's parser lets a later flag win
 
 

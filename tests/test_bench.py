@@ -150,3 +150,27 @@ def test_grouped_bars_draws_each_prompt_on_its_bar():
                              points={"code": {"ngram": [1.2, 1.8]}, "chat": {"eagle": [1.0, 1.1, 1.2]}})
     drawn = sorted(tuple(line.get_ydata()) for line in fig.axes[0].lines if len(line.get_ydata()))
     assert drawn == [(1.0, 1.1, 1.2), (1.2, 1.8)]
+
+
+def test_a_speedup_above_its_acceptance_length_is_flagged_and_cannot_win():
+    from speclab import bench
+
+    # ngram on code: acceptance length 1 + 10/10 = 2.0, yet 5x faster on the second prompt (0.4 s against 2.0 s):
+    # impossible on one machine. eagle on code (1.25x, length 2.0) is plausible and wins instead.
+    length2 = SpecCounters(10, 30, 10, (6, 3, 1))
+    per_prompt = {
+        "baseline": {"code": [_alone("b", 100, 2.0), _alone("b", 100, 2.0)]},
+        "ngram": {"code": [_alone("n", 100, 1.9, length2), _alone("n", 100, 0.4, length2)]},
+        "eagle": {"code": [_alone("e", 100, 1.6, length2), _alone("e", 100, 1.6, length2)]},
+    }
+    flagged = bench.untrusted(per_prompt)
+    assert list(flagged) == ["ngram"] and list(flagged["ngram"]) == ["code"]
+    assert "5.00x is above the acceptance length 2.00" in flagged["ngram"]["code"]  # the prompt, not the category
+    each = bench.prompt_speedups(per_prompt)
+    results = {label: {c: bench.combine(runs) for c, runs in cats.items()} for label, cats in per_prompt.items()}
+    speedup = bench.speedups(results)
+    assert speedup["ngram"]["code"] == pytest.approx(4.0 / 2.3)  # the fastest figure ...
+    assert bench.category_winners(speedup, each)["code"].method == "ngram"
+    assert bench.category_winners(speedup, each, exclude=flagged)["code"].method == "eagle"  # ... is not trusted
+    assert bench.category_winners(speedup, each, exclude={"ngram": {"code": "x"}, "eagle": {"code": "x"}}) == {
+        "code": None}

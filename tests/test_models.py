@@ -190,3 +190,31 @@ def test_environment_sets_and_unsets_for_a_block_then_restores_every_variable(mo
             assert "SPECLAB_TEST_KEPT" not in os.environ and os.environ["SPECLAB_TEST_NEW"] == "set"
             raise RuntimeError
     assert os.environ["SPECLAB_TEST_KEPT"] == "before" and "SPECLAB_TEST_NEW" not in os.environ
+
+
+def test_profile_weights_are_counted_from_the_published_configs():
+    from speclab.memory import weights_gb
+    from speclab.models import list_profiles
+    from speclab.shapes import SHAPES
+
+    for name in ("llama-3.1-8b", "llama-3.2-1b"):  # bf16: two bytes for each parameter the publisher reports
+        info = SHAPES[name]
+        assert weights_gb(info.hf_id) == pytest.approx(2 * info.published_params / 1e9, rel=0.01)
+    assert weights_gb("local:smollm2-135m-instruct") is None and weights_gb("z-lab/Qwen3-8B-DFlash-b16") is None
+    listing = list_profiles(weights_gb)
+    assert "meta-llama/Llama-3.1-8B-Instruct  (16.1 GB)" in listing
+    assert "about 35 GB to download" in listing  # 16.1 + 2.5 + 0.5 + 0.8 + 15.2: target, draft, heads, MiMo
+
+
+def test_the_readme_quotes_the_download_sizes_it_points_to():
+    import re
+    from pathlib import Path
+
+    from speclab.memory import weights_gb
+    from speclab.models import list_profiles
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = re.split(r"\n(?=\S)", list_profiles(weights_gb))  # one block a profile: its line, then indented ones
+    listed = {b.split()[0]: m.group(1) for b in blocks if (m := re.search(r"weights:\s+about (\d+) GB", b))}
+    for profile in ("gpu-llama8b", "gpu-qwen3-8b"):
+        assert f"{listed[profile]} GB for `{profile}`" in readme

@@ -206,3 +206,21 @@ def test_every_lesson_has_a_reference_run_with_its_results(profile):
     assert {p.stem for p in (folder / "notebooks").glob("*.ipynb")} == lessons
     assert set(reference.run_info(profile)["lessons"]) == lessons
     assert {p.stem for p in (folder / "results").glob("*.json")} >= lessons  # every lesson saves its numbers
+
+
+def test_wall_times_list_every_stored_run_with_its_hardware():
+    table = reference.wall_times().splitlines()
+    header = table[0].split()
+    assert header[0] == "lesson" and {"cpu-tiny", "gpu-tiny"} <= set(header[1:])
+    row = next(line.split() for line in table if line.startswith("10_serving_and_monitoring"))
+    seconds = reference.run_info("gpu-tiny")["lessons"]["10_serving_and_monitoring"]["seconds"]
+    assert row[1 + 2 * header[1:].index("gpu-tiny")] == f"{seconds:.0f}"  # "NNN s" cells: two words each
+    assert any(line.startswith("gpu-tiny: GPU:") for line in table)
+
+
+def test_the_readme_quotes_the_gpu_series_wall_time_it_points_to():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    minutes = sum(e["seconds"] for e in reference.run_info("gpu-tiny")["lessons"].values()) / 60
+    assert f"about {minutes:.0f} minutes on one H100 with `gpu-tiny`" in readme

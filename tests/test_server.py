@@ -21,12 +21,13 @@ import psutil
 import pytest
 
 from speclab import configs, livemetrics, loadgen, loadtest
-from speclab.clients import curl_command, stream_timed
+from speclab.clients import curl_command, request_acceptance, stream_timed
 from speclab.commands import config_from_args
 from speclab.configs import ConfigError
 from speclab.metrics import from_prometheus, metric_values
 from speclab.profiles import SpeclabError, get_profile
 from speclab.server import ServerError, group_processes, serve, server_argv
+from speclab.vllm_features import has_per_request_spec_metrics
 
 K = 3
 TOKENS = 8
@@ -65,6 +66,23 @@ def test_argv_uses_the_module_entry_point_and_todays_config_flag():
     assert room[room.index("--host") + 1] == "0.0.0.0"
     with pytest.raises(SpeclabError, match="listens on 127.0.0.1 .* or 0.0.0.0"):
         server_argv("cpu-tiny", cfg, port=8123, host="10.1.2.3")  # speclab could not check it on 127.0.0.1
+
+
+def test_request_acceptance_reads_a_reply_or_says_why_there_is_none(monkeypatch):
+    from speclab import clients
+
+    reply = {"metrics": {"speculative_decoding": {
+        "mean_acceptance_length": 2.2, "draft_acceptance_rate": 0.4, "acceptance_histogram": [1, 2, 1, 1],
+        "num_spec_steps": 5, "num_accepted_draft_tokens": 6, "num_draft_tokens": 15, "num_spec_tokens": 3}}}
+    assert request_acceptance(reply) == ("this request: 5 verify steps, 6 of 15 drafted tokens accepted, acceptance "
+                                         "length 2.20; steps by drafts accepted {0: 1, 1: 2, 2: 1, 3: 1}")
+    assert "does not speculate" in request_acceptance({"choices": []})
+    # this vLLM has the flag: a speculative server asks for it, a baseline one cannot (vLLM refuses it there)
+    assert server_argv("cpu-tiny", configs.ngram(K), port=8123).count("--per-request-spec-decode-metrics") == 1
+    assert "--per-request-spec-decode-metrics" not in server_argv("cpu-tiny", None, port=8123)
+    monkeypatch.setattr(clients, "has_per_request_spec_metrics", lambda: False)  # vLLM 0.26, the GPU's
+    monkeypatch.setattr(clients, "vllm_version", lambda: (0, 26, 0))
+    assert request_acceptance({"choices": []}).startswith("vLLM 0.26.0 reports acceptance only in /metrics")
 
 
 def test_curl_command_is_the_seeds_check():
@@ -258,6 +276,22 @@ def test_metrics_show_accepted_tokens(server):
     assert len(run.accepted_per_pos) == K and sum(run.accepted_per_pos) == run.num_accepted_tokens
     assert run.num_draft_tokens <= K * run.num_drafts
     assert metric_values(text)["generation_tokens_total"] >= 32
+
+
+@pytest.mark.server
+def test_a_reply_carries_its_own_share_of_the_metrics_counters(server):
+    # one request alone on the server: its metrics.speculative_decoding is the difference of two scrapes
+    assert has_per_request_spec_metrics()  # vLLM 0.32 (the CPU build) has --per-request-spec-decode-metrics
+    before = server.counters()
+    body = {"model": server.model, "prompt": REPEAT, "max_tokens": 32, "temperature": 0, **FIXED_LENGTH}
+    reply = httpx.post(f"{server.base_url}/v1/completions", json=body, timeout=120).json()
+    run = server.counters() - before
+    spec = reply["metrics"]["speculative_decoding"]
+    assert (spec["num_spec_steps"], spec["num_draft_tokens"], spec["num_accepted_draft_tokens"]) == (
+        run.num_drafts, run.num_draft_tokens, run.num_accepted_tokens)
+    assert spec["num_accepted_draft_tokens"] > 0 and len(spec["acceptance_histogram"]) == K + 1
+    assert request_acceptance(reply).startswith(f"this request: {run.num_drafts} verify steps, "
+                                                f"{run.num_accepted_tokens} of {run.num_draft_tokens} drafted")
 
 
 @pytest.mark.server
