@@ -1,8 +1,8 @@
 """The lessons in a real browser: JupyterLab on loopback, headless Chromium, the controls clicked.
 
 A workshop runs the lessons in JupyterLab, where ``interactive = True`` draws ipywidgets controls.
-This test starts JupyterLab with a token on 127.0.0.1, opens lessons 01 (sliders) and 09 (dropdowns)
-with ``interactive = True`` in headless Chromium (Debian's ``chromium``, driven by Playwright's Python
+This test starts JupyterLab with a token on 127.0.0.1, opens lessons 01 and 13 (sliders) and 09
+(dropdowns) with ``interactive = True`` in headless Chromium (Debian's ``chromium``, driven by Playwright's Python
 client), runs every cell, checks that the controls are drawn once, moves a control, presses Run and
 checks what the output says. A screenshot of each lands in the test's folder. Without a Chromium
 (``make test`` installs Debian's where the machine allows) it is skipped with the reason.
@@ -187,3 +187,22 @@ def test_lesson_09_dropdowns_change_the_plan(lab, page):
     second = _press_run(box)
     assert "24" in first and "80" in second and first != second, (first, second)
     page.screenshot(path=str(lab[2] / "09_memory_planning.png"), full_page=False)
+
+
+def test_lesson_13_tree_budget_slider_changes_the_acceptance(lab, page):
+    # the toy sections only (no engine): a budget of 1 drafts one token a step, so a chain accepts at most 2
+    name = _lesson("13_token_trees.ipynb", lab[2], interactive=True, vllm_methods=[], budgets=[1, 4],
+                   temperatures=[0.0, 1.0], num_tokens=300, num_samples=500)
+    _run_all(page, lab, name)
+    box = _controls(page)
+    first = ast.literal_eval(_press_run(box))  # explore() returns {tree: acceptance length}
+    readout = box.locator(".widget-readout").first  # the budget slider's readout
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("1")
+    page.keyboard.press("Enter")
+    second = ast.literal_eval(_press_run(box))
+    assert set(first) == set(second) == {"greedy chain", "sampled chain", "dynamic tree"}, (first, second)
+    assert all(1.0 <= length <= 2.0 for length in second.values()), second  # one draft token: at most 2
+    assert first["dynamic tree"] > second["dynamic tree"], (first, second)  # a budget of 8 accepts more
+    page.screenshot(path=str(lab[2] / "13_token_trees.png"), full_page=False)

@@ -34,6 +34,9 @@ CONCLUSIONS = [
     ("08_workloads", "n-gram and the draft model are slower than the baseline in most categories",
      lambda r, profile: not profile.startswith("gpu") or all(sum(v < 1.0 for v in r["speedup"][m].values()) > len(_cats(r)) / 2
                                      for m in ("ngram", "draft_model"))),
-    ("08_workloads", "a category's figure can hide prompts that went the other way",
-     lambda r: any(min(p) < 1.0 < max(p) for by_cat in r["prompt_speedups"].values() for p in by_cat.values())),
+    ("08_workloads", "one category's prompts spread widely",  # somewhere the fastest prompt gains 1.5x the slowest
+     lambda r: any(max(p) >= 1.5 * min(p) for by_cat in r["prompt_speedups"].values() for p in by_cat.values())),
+    ("08_workloads", "on the GPU reference some went the other way",
+     lambda r, profile: not profile.startswith("gpu")
+     or any(min(p) < 1.0 < max(p) for by_cat in r["prompt_speedups"].values() for p in by_cat.values())),
 ]
