@@ -415,23 +415,22 @@ class CategoryWinner:
 
 def untrusted(per_prompt: dict[str, dict[str, list[RunStats]]],
               baseline: str = "baseline") -> dict[str, dict[str, str]]:
-    """{method: {category: why}} for the figures that cannot be right (``metrics.impossible_speedup``).
+    """{method: {category: why}} for the category figures that cannot be right (``metrics.impossible_speedup``).
 
-    A category is flagged when its own speedup or any of its prompts' is above that run's acceptance
-    length: one disturbed prompt is inside the category's total too."""
-    base = per_prompt[baseline]
+    The category's figure (its prompts' tokens over their time) is checked, not each prompt's: one short
+    prompt timed alone moves by tens of percent on a quiet machine (a prompt where n-gram drafted nothing,
+    acceptance length 1.00, measured 1.25x against a slow baseline run of it), and a category's total
+    evens that out, while a machine busy for one engine's whole run still breaks the bound."""
     flagged: dict[str, dict[str, str]] = {}
     for label, cats in per_prompt.items():
         if label == baseline:
             continue
         for cat, runs in cats.items():
-            pairs = [(combine(runs), combine(base[cat]))] + list(zip(runs, base[cat], strict=True))
-            for run, ref in pairs:
-                why = metrics.impossible_speedup(metrics.speedup(run.output_tokens_per_s, ref.output_tokens_per_s),
-                                                 run.counters.acceptance_length)
-                if why:
-                    flagged.setdefault(label, {})[cat] = why
-                    break
+            run, ref = combine(runs), combine(per_prompt[baseline][cat])
+            why = metrics.impossible_speedup(metrics.speedup(run.output_tokens_per_s, ref.output_tokens_per_s),
+                                             run.counters.acceptance_length)
+            if why:
+                flagged.setdefault(label, {})[cat] = why
     return flagged
 
 

@@ -155,22 +155,38 @@ def test_grouped_bars_draws_each_prompt_on_its_bar():
 def test_a_speedup_above_its_acceptance_length_is_flagged_and_cannot_win():
     from speclab import bench
 
-    # ngram on code: acceptance length 1 + 10/10 = 2.0, yet 5x faster on the second prompt (0.4 s against 2.0 s):
-    # impossible on one machine. eagle on code (1.25x, length 2.0) is plausible and wins instead.
+    # ngram on code: acceptance length 1 + 10/10 = 2.0, yet its prompts took 0.6 s against the baseline's 4.0 s:
+    # 6.67x, impossible on one machine. eagle on code (1.25x, length 2.0) is plausible and wins instead.
     length2 = SpecCounters(10, 30, 10, (6, 3, 1))
     per_prompt = {
-        "baseline": {"code": [_alone("b", 100, 2.0), _alone("b", 100, 2.0)]},
-        "ngram": {"code": [_alone("n", 100, 1.9, length2), _alone("n", 100, 0.4, length2)]},
-        "eagle": {"code": [_alone("e", 100, 1.6, length2), _alone("e", 100, 1.6, length2)]},
+        "baseline": {"code": [_alone("b", 100, 2.0), _alone("b", 100, 2.0)], "chat": [_alone("b", 100, 2.0)]},
+        "ngram": {"code": [_alone("n", 100, 0.2, length2), _alone("n", 100, 0.4, length2)],
+                  # chat: a category of one prompt with no drafts (length 1.00) at 1.25x: nothing evens it out
+                  "chat": [_alone("n", 100, 1.6)]},
+        "eagle": {"code": [_alone("e", 100, 1.6, length2), _alone("e", 100, 1.6, length2)],
+                  "chat": [_alone("e", 100, 2.5, length2)]},
     }
     flagged = bench.untrusted(per_prompt)
-    assert list(flagged) == ["ngram"] and list(flagged["ngram"]) == ["code"]
-    assert "5.00x is above the acceptance length 2.00" in flagged["ngram"]["code"]  # the prompt, not the category
+    assert list(flagged) == ["ngram"] and list(flagged["ngram"]) == ["code", "chat"]
+    assert "6.67x is above the acceptance length 2.00" in flagged["ngram"]["code"]
+    assert "1.25x is above the acceptance length 1.00" in flagged["ngram"]["chat"]
     each = bench.prompt_speedups(per_prompt)
     results = {label: {c: bench.combine(runs) for c, runs in cats.items()} for label, cats in per_prompt.items()}
     speedup = bench.speedups(results)
-    assert speedup["ngram"]["code"] == pytest.approx(4.0 / 2.3)  # the fastest figure ...
-    assert bench.category_winners(speedup, each)["code"].method == "ngram"
+    assert bench.category_winners(speedup, each)["code"].method == "ngram"  # the fastest figure ...
     assert bench.category_winners(speedup, each, exclude=flagged)["code"].method == "eagle"  # ... is not trusted
-    assert bench.category_winners(speedup, each, exclude={"ngram": {"code": "x"}, "eagle": {"code": "x"}}) == {
-        "code": None}
+    assert bench.category_winners(speedup, each, exclude=flagged)["chat"] is None  # eagle lost there (0.8x)
+
+
+def test_a_disturbed_prompt_inside_a_plausible_category_is_not_flagged():
+    from speclab import bench
+
+    # the third prompt drafted nothing yet ran 1.25x (a slow baseline run of it); the category's total,
+    # 300 tokens in 4.6 s against 5.0 s (1.09x) at acceptance length 1 + 20/20 = 2.0, is plausible
+    length2 = SpecCounters(20, 60, 20, (12, 6, 2))
+    per_prompt = {
+        "baseline": {"translation": [_alone("b", 100, 1.5), _alone("b", 100, 1.5), _alone("b", 100, 2.0)]},
+        "ngram": {"translation": [_alone("n", 100, 1.5, length2), _alone("n", 100, 1.5), _alone("n", 100, 1.6)]},
+    }
+    assert bench.prompt_speedups(per_prompt)["ngram"]["translation"][2] == pytest.approx(1.25)
+    assert bench.untrusted(per_prompt) == {}
