@@ -16,11 +16,8 @@ all with vLLM's scheduler core reserved (vLLM's own default on x86, ``VLLM_CPU_N
 and with every core computing (speclab's default on a 2-core machine, ``speclab.engine.cpu_environment``);
 ``default`` leaves the choice to speclab.
 
-``--steps`` asks where a speculative step's time goes instead: one request at a time and batched, it times an
-engine *step* (elapsed / steps, a step being one target forward that emits 1 + accepted tokens) for
-plain decoding, for the n-gram path with every draft switched off (vLLM's
-``num_speculative_tokens_per_batch_size`` at k=0: the speculative runner, no drafts) and for n-gram
-at each ``--k``; then it fits ``step = t_fixed + t_draft * (draft tokens per step)``.
+Where a step's time goes (plain, the speculative path with no drafts, per draft token) is
+``python -m speclab.step_time``.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ import argparse
 import statistics
 import sys
 
-from . import bench, configs, metrics, theory, validation
+from . import bench, configs, metrics, validation
 from .atomic import write_json
 from .engine import (IN_PROCESS_ENV, RESERVED_CPUS_ENV, add_enforce_eager_flag, environment, exit_on_sigterm,
                      open_engine, resolve_drafter)
@@ -136,114 +133,22 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- where a step's time goes
-
-NO_DRAFTS = "ngram, k=0 always"
-
-
-def step_configs(k_values: list[int]) -> dict[str, dict | None]:
-    """Plain decoding; the n-gram path with every draft switched off; n-gram at each k (lesson 02's window)."""
-    off = {**configs.ngram(max(k_values), 5, 2), "num_speculative_tokens_per_batch_size": [[1, 1, 0]]}
-    return {"baseline": None, NO_DRAFTS: off, **{f"ngram k={k}": configs.ngram(k, 5, 2) for k in k_values}}
-
-
-def step_row(label: str, output_tokens: int, elapsed_s: float, counters: metrics.SpecCounters, batch: int = 1) -> dict:
-    """Prompts run ``batch`` at a time -> step figures. A step emits 1 + accepted tokens per request, so a
-    request takes (its tokens - its accepted) steps; with a batch, ``step_ms`` is over the mean request's steps."""
-    steps = (output_tokens - counters.num_accepted_tokens) / batch
-    if steps <= 0 or elapsed_s <= 0:
-        raise SpeclabError(f"{label}: no steps measured ({output_tokens} tokens in {elapsed_s:.3f} s)")
-    per_request = output_tokens / batch
-    return {"config": label, "mode": "batch 1" if batch == 1 else f"batch {batch}", "steps": steps,
-            "step_ms": 1000 * elapsed_s / steps, "tokens_per_step": per_request / steps,
-            "draft_tokens_per_step": counters.num_draft_tokens / batch / steps,
-            "drafted_share": counters.num_drafts / batch / steps,
-            "tokens_per_s": metrics.tokens_per_second(output_tokens, elapsed_s)}
-
-
-def measure_steps(profile: str, label: str, config: dict | None, inputs: list, sampling,
-                  enforce_eager: bool | None) -> list[dict]:
-    """One fresh engine -> a step row for the prompts one at a time and one for all of them at once."""
-    runs, together = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
-    alone = bench.combine(runs)
-    return [step_row(label, alone.output_tokens, alone.elapsed_s, alone.counters),
-            step_row(label, together.output_tokens, together.elapsed_s, together.counters, batch=len(inputs))]
-
-
-def median_step_rows(per_engine: list[dict]) -> dict:
-    """The same config on several fresh engines -> the median of each figure, every engine's step beside it."""
-    row = {key: statistics.median(r[key] for r in per_engine) if isinstance(value, (int, float)) else value
-           for key, value in per_engine[0].items()}
-    row["step_ms_each"] = [round(r["step_ms"], 3) for r in per_engine]
-    return row
-
-
-def step_breakdown(rows: list[dict]) -> dict:
-    """Per mode: the plain step, the speculative runner's own cost (the k=0 path minus plain) and the line
-    ``t_fixed + t_draft * draft tokens`` fitted over the n-gram rows."""
-    out = {}
-    for mode in dict.fromkeys(r["mode"] for r in rows):
-        by = {r["config"]: r for r in rows if r["mode"] == mode}
-        plain, off = by["baseline"]["step_ms"], by[NO_DRAFTS]["step_ms"]
-        drafted = [r for name, r in by.items() if name.startswith("ngram k=")]
-        cost = theory.fit_step_cost([r["draft_tokens_per_step"] for r in drafted], [r["step_ms"] for r in drafted],
-                                    plain)
-        out[mode] = {"plain_step_ms": plain, "no_draft_step_ms": off, "runner_overhead_ms": off - plain,
-                     "t_fixed_ms": cost.t_fixed, "t_draft_ms": cost.t_draft}
-    return out
-
-
-def run_steps(profile: str, k_values: list[int], engines: int, categories: list[str], per_category: int,
-              output_len: int, enforce_eager: bool | None, log=print) -> list[dict]:
-    chosen = step_configs(k_values)
-    target = resolve_model(get_profile(profile).target)
-    for config in chosen.values():
-        validation.validate(config, target=target)
-    _, inputs = bench.prompt_inputs(profile, "workloads", category=categories, per_category=per_category)
-    sampling = bench.greedy(output_len)
-    rows = []
-    for label, config in chosen.items():
-        per_engine = []
-        for i in range(engines):
-            log(f"steps: {label}, engine {i + 1}/{engines} ...")
-            per_engine.append(measure_steps(profile, label, config, inputs, sampling, enforce_eager))
-        rows += [median_step_rows(list(same_mode)) for same_mode in zip(*per_engine)]
-    return sorted(rows, key=lambda r: r["mode"] != "batch 1")  # each mode's rows together, batch 1 first
-
-
-def step_table(rows: list[dict]) -> str:
-    lines = [f"{'mode':8s}  {'config':18s}  {'step ms':>7s}  {'tok/step':>8s}  {'drafts/step':>11s}  {'tok/s':>6s}  "
-             "each engine (step ms)"]
-    for r in rows:
-        lines.append(f"{r['mode']:8s}  {r['config']:18s}  {r['step_ms']:7.2f}  {r['tokens_per_step']:8.2f}  "
-                     f"{r['draft_tokens_per_step']:11.2f}  {r['tokens_per_s']:6.1f}  "
-                     f"{' '.join(f'{x:.2f}' for x in r['step_ms_each'])}")
-    for mode, b in step_breakdown(rows).items():
-        lines.append(f"{mode}: plain step {b['plain_step_ms']:.2f} ms; the speculative path with no drafts "
-                     f"{b['no_draft_step_ms']:.2f} ms ({b['runner_overhead_ms']:+.2f} ms before any draft); "
-                     "fitted over "
-                     f"n-gram: {b['t_fixed_ms']:.2f} ms + {b['t_draft_ms']:.2f} ms per draft token")
-    return "\n".join(lines)
-
-
 def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def _k_values(text: str, at_least: int) -> list[int]:
+def _k_values(text: str) -> list[int]:
     given = _list(text)
     k_values = [int(x) for x in given if x.isdigit() and int(x) > 0]
-    if len(given) < at_least or len(set(k_values)) != len(given):  # all valid and all different
-        need = "two or more different whole numbers" if at_least > 1 else "different whole numbers"
-        raise SpeclabError(f"--k takes {need} >= 1, comma-separated, got {text!r}")
+    if not given or len(set(k_values)) != len(given):  # all valid and all different
+        raise SpeclabError(f"--k takes different whole numbers >= 1, comma-separated, got {text!r}")
     return k_values
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m speclab.cpu_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated, besides the baseline")
-    parser.add_argument("--k", default=None, help="comma-separated speculative tokens per step, every method at "
-                        "each (default: 3,5; with --steps the n-gram k to fit over, default 1,3,5)")
+    parser.add_argument("--k", default="3,5", help="comma-separated speculative tokens per step, every method at each")
     parser.add_argument("--layouts", default="in-process",
                         help=f"comma-separated, from {', '.join(LAYOUTS)}: the engine inside this process (the "
                              "lessons' layout) or in vLLM's own processes (scripts' and servers')")
@@ -255,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts-per-category", type=int, default=4)
     parser.add_argument("--output-len", type=int, default=96)
     add_enforce_eager_flag(parser)
-    parser.add_argument("--steps", action="store_true",
-                        help="time a step instead: plain, the n-gram path at k=0, n-gram at each --k")
     parser.add_argument("--json", default=None, help="write the rows to this file")
     args = parser.parse_args(argv)
     exit_on_sigterm()
@@ -273,26 +176,17 @@ def main(argv: list[str] | None = None) -> int:
                 raise SpeclabError(f"--reserved-cpus takes whole numbers or 'default', got {r!r}")
         if args.engines < 1 or args.prompts_per_category < 1 or args.output_len < 1:
             raise SpeclabError("--engines, --prompts-per-category and --output-len must be at least 1")
-        if args.steps and len(layouts) != 1:
-            raise SpeclabError("--steps times one layout: give --layouts one value")
-        k_values = _k_values(args.k or ("1,3,5" if args.steps else "3,5"), at_least=2 if args.steps else 1)
+        k_values = _k_values(args.k)
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-        if args.steps:
-            with environment({IN_PROCESS_ENV: LAYOUTS[layouts[0]]}):
-                rows = run_steps(DEFAULT_CPU_PROFILE, k_values, args.engines, _list(args.categories),
-                                 args.prompts_per_category, args.output_len, args.enforce_eager, log=log)
-        else:
-            rows = run(DEFAULT_CPU_PROFILE, methods, k_values, layouts, reserved, args.engines,
-                       _list(args.categories), args.prompts_per_category, args.output_len, args.enforce_eager,
-                       log=log)
+        rows = run(DEFAULT_CPU_PROFILE, methods, k_values, layouts, reserved, args.engines, _list(args.categories),
+                   args.prompts_per_category, args.output_len, args.enforce_eager, log=log)
     except SpeclabError as err:
         print(f"speclab: error: {err}", file=sys.stderr)
         return 2
-    print(step_table(rows) if args.steps else table(rows))
+    print(table(rows))
     if args.json:
-        extra = {"breakdown": step_breakdown(rows), "layout": layouts[0]} if args.steps else {}
-        write_json(args.json, {"profile": DEFAULT_CPU_PROFILE, "k_values": k_values, **extra,
-                               "output_len": args.output_len, "rows": rows})
+        write_json(args.json, {"profile": DEFAULT_CPU_PROFILE, "k_values": k_values, "output_len": args.output_len,
+                               "rows": rows})
     return 0
 
 

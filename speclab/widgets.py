@@ -29,7 +29,8 @@ def build(run: Callable[..., object], values: dict, choices: dict | None = None)
     """One control per name in ``values`` (name -> current value) and a Run button, in a box.
 
     ``choices`` maps a name to its allowed values (a dropdown). Pressing "Run" calls
-    ``run(**chosen)`` and shows what it returns in an output area below the controls.
+    ``run(**chosen)`` and shows what it returns in an output area below the controls: a figure is
+    redrawn there (and closed, so that repeated runs do not pile figures up), anything else displayed.
     """
     import ipywidgets as w
     from IPython.display import display
@@ -45,6 +46,10 @@ def build(run: Callable[..., object], values: dict, choices: dict | None = None)
             result = run(**{name: f.value for name, f in fields.items()})
             if result is not None:
                 display(result)
+            if hasattr(result, "savefig"):  # a matplotlib figure: shown once, then released
+                import matplotlib.pyplot as plt
+
+                plt.close(result)
 
     button.on_click(on_click)
     return w.VBox([*fields.values(), button, out])

@@ -78,7 +78,7 @@ def test_bench_ngram_baseline_end_to_end_meets_the_cpu_reference(tmp_path, targe
 @pytest.mark.parametrize("command", [
     ["speclab.cli", "bench", "--method", "ngram", "--enforce-eager", "--num-prompts", "2", "--output-len", "16"],
     # vLLM's own processes (the default layout runs the engine inside the command): they are what SIGTERM must reap
-    ["speclab.cpu_speed", "--steps", "--layouts", "multiprocess", "--engines", "1", "--k", "1,2",
+    ["speclab.cpu_speed", "--layouts", "multiprocess", "--engines", "1", "--methods", "ngram", "--k", "1",
      "--prompts-per-category", "1", "--output-len", "16", "--enforce-eager"],
 ], ids=["bench", "cpu_speed"])
 def test_sigterm_leaves_no_engine_behind(command, target_dir):

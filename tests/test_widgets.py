@@ -33,3 +33,23 @@ def test_interactive_controls_are_drawn_once(monkeypatch):
     monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
     assert widgets.controls(lambda k=3: k, {"k": 3}, interactive=True) is None
     assert [type(o).__name__ for o in shown] == ["VBox"]
+
+
+def test_a_returned_figure_is_shown_and_closed(monkeypatch):
+    """A lesson's run function returns its plot: Run redraws it below the controls and leaves no figure open."""
+    import IPython.display
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from speclab import plots
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    plt.close("all")
+    box = widgets.build(lambda k=3: plots.acceptance_lengths({"code": 2.5}, k=k), {"k": 3})
+    *_, button, out = box.children
+    button.click()
+    button.click()
+    assert [type(o).__name__ for o in shown] == ["Figure", "Figure"] and plt.get_fignums() == []

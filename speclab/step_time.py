@@ -1,0 +1,261 @@
+"""Where a speculative step's time goes: ``python -m speclab.step_time --profile gpu-tiny``.
+
+On a GPU with SmolLM2, n-gram accepted 2.75 tokens per drafting step and still ran at a third to a half
+of the baseline's speed. The missing piece is what a step costs. This benchmark times an engine
+*step* (elapsed / steps; a step is one target forward that emits 1 + accepted tokens per request),
+one request at a time and batched, for:
+
+- **plain** decoding (what the baseline runs);
+- on a GPU, **plain, as n-gram runs**: plain decoding on the model runner and the synchronous
+  scheduling that vLLM's n-gram path uses (vLLM 0.26 runs n-gram on its older V1 runner without
+  asynchronous scheduling: ``VLLM_USE_V2_MODEL_RUNNER=0``, ``async_scheduling=False``);
+- **the n-gram path with every draft switched off** (vLLM's ``num_speculative_tokens_per_batch_size``
+  at k=0): the speculative runner, no drafts;
+- **n-gram at each** ``--k``, from which it fits ``step = t_fixed + t_draft * (draft tokens per step)``.
+
+A step pays off when it emits more tokens than it costs plain steps: ``cost_in_plain_steps`` gives that
+cost for a measured k, drafting or not. Every config runs on ``--engines`` fresh engines and the rows keep
+each engine's step.
+``stored()`` reads the committed measurements (``data/step_time/<profile>.json``); ``lesson_table`` and
+``against`` print them for a lesson.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from . import bench, configs, metrics, theory, validation, weights
+from .atomic import write_json
+from .engine import (IN_PROCESS_ENV, add_enforce_eager_flag, environment, exit_on_sigterm, open_engine,
+                     resolve_drafter)
+from .envcheck import device_name, versions
+from .errors import SpeclabError
+from .model_refs import resolve_model
+from .profiles import DEFAULT_CPU_PROFILE, PROFILES, get_profile
+from .models import REPO_ROOT
+
+STORED = REPO_ROOT / "data" / "step_time"
+PLAIN = "plain"
+AS_NGRAM_RUNS = "plain, as n-gram runs"
+NO_DRAFTS = "ngram, k=0 always"
+# What vLLM 0.26 gives n-gram on a GPU: the V1 model runner, no asynchronous scheduling (vllm/config/vllm.py)
+AS_NGRAM_SETTINGS = ({"VLLM_USE_V2_MODEL_RUNNER": "0"}, {"async_scheduling": False})
+
+
+def step_configs(k_values: list[int], gpu: bool) -> dict[str, dict | None]:
+    """Plain decoding; on a GPU plain decoding the way n-gram runs; the n-gram path with every draft switched
+    off; n-gram at each k (lesson 02's window)."""
+    off = {**configs.ngram(max(k_values), 5, 2), "num_speculative_tokens_per_batch_size": [[1, 1, 0]]}
+    plain = {PLAIN: None, **({AS_NGRAM_RUNS: None} if gpu else {})}
+    return {**plain, NO_DRAFTS: off, **{f"ngram k={k}": configs.ngram(k, 5, 2) for k in k_values}}
+
+
+def engine_settings(label: str) -> tuple[dict, dict]:
+    """(environment variables, engine overrides) a config's engine opens with."""
+    return AS_NGRAM_SETTINGS if label == AS_NGRAM_RUNS else ({}, {})
+
+
+def step_row(label: str, output_tokens: int, elapsed_s: float, counters: metrics.SpecCounters, batch: int = 1) -> dict:
+    """Prompts run ``batch`` at a time -> step figures. A step emits 1 + accepted tokens per request, so a
+    request takes (its tokens - its accepted) steps; with a batch, ``step_ms`` is over the mean request's steps."""
+    steps = (output_tokens - counters.num_accepted_tokens) / batch
+    if steps <= 0 or elapsed_s <= 0:
+        raise SpeclabError(f"{label}: no steps measured ({output_tokens} tokens in {elapsed_s:.3f} s)")
+    per_request = output_tokens / batch
+    return {"config": label, "mode": "batch 1" if batch == 1 else f"batch {batch}", "steps": steps,
+            "step_ms": 1000 * elapsed_s / steps, "tokens_per_step": per_request / steps,
+            "draft_tokens_per_step": counters.num_draft_tokens / batch / steps,
+            "drafted_share": counters.num_drafts / batch / steps,
+            "tokens_per_s": metrics.tokens_per_second(output_tokens, elapsed_s)}
+
+
+def measure_steps(profile: str, label: str, config: dict | None, inputs: list, sampling,
+                  enforce_eager: bool | None) -> list[dict]:
+    """One fresh engine -> a step row for the prompts one at a time and one for all of them at once."""
+    env, overrides = engine_settings(label)
+    with environment(env), open_engine(profile, config, enforce_eager=enforce_eager, **overrides) as llm:
+        bench.warm_up(llm, sampling, inputs[0])
+        alone = bench.combine([bench.measure(llm, [one], sampling) for one in inputs])
+        together = bench.measure(llm, inputs, sampling)
+    return [step_row(label, alone.output_tokens, alone.elapsed_s, alone.counters),
+            step_row(label, together.output_tokens, together.elapsed_s, together.counters, batch=len(inputs))]
+
+
+def median_step_rows(per_engine: list[dict]) -> dict:
+    """The same config on several fresh engines -> the median of each figure, every engine's step beside it."""
+    row = {key: statistics.median(r[key] for r in per_engine) if isinstance(value, (int, float)) else value
+           for key, value in per_engine[0].items()}
+    row["step_ms_each"] = [round(r["step_ms"], 3) for r in per_engine]
+    return row
+
+
+def step_breakdown(rows: list[dict]) -> dict:
+    """Per mode: the plain step, the plain step as n-gram runs (where measured), the speculative path with no
+    drafts, and the line ``t_fixed + t_draft * draft tokens`` fitted over the n-gram rows."""
+    out = {}
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        by = {r["config"]: r for r in rows if r["mode"] == mode}
+        plain, off = by[PLAIN]["step_ms"], by[NO_DRAFTS]["step_ms"]
+        drafted = [r for name, r in by.items() if name.startswith("ngram k=")]
+        cost = theory.fit_step_cost([r["draft_tokens_per_step"] for r in drafted], [r["step_ms"] for r in drafted],
+                                    plain)
+        out[mode] = {"plain_step_ms": plain,
+                     "as_ngram_runs_ms": by[AS_NGRAM_RUNS]["step_ms"] if AS_NGRAM_RUNS in by else None,
+                     "no_draft_step_ms": off, "runner_overhead_ms": off - plain,
+                     "t_fixed_ms": cost.t_fixed, "t_draft_ms": cost.t_draft}
+    return out
+
+
+def cost_in_plain_steps(record: dict, k: int, mode: str = "batch 1") -> float | None:
+    """What one step of the n-gram path at k costs, in plain steps, as measured (drafting or not: a step
+    that found no match pays the speculative path too); None where k was not measured."""
+    rows = {r["config"]: r for r in record["rows"] if r["mode"] == mode}
+    row = rows.get(f"ngram k={k}")
+    return None if row is None else row["step_ms"] / rows[PLAIN]["step_ms"]
+
+
+def run_steps(profile: str, k_values: list[int], engines: int, categories: list[str], per_category: int,
+              output_len: int, enforce_eager: bool | None, log=print) -> list[dict]:
+    """Every config on ``engines`` fresh engines, one after another -> median rows, batch 1 first.
+
+    Every config is checked against the target before the first engine starts."""
+    prof = get_profile(profile)
+    chosen = step_configs(k_values, gpu=prof.device != "cpu")
+    target = resolve_model(prof.target)
+    for config in chosen.values():
+        validation.validate(resolve_drafter(config), target=target)
+    _, inputs = bench.prompt_inputs(profile, "workloads", category=categories, per_category=per_category)
+    sampling = bench.greedy(output_len)
+    rows = []
+    for label, config in chosen.items():
+        per_engine = []
+        for i in range(engines):
+            log(f"steps: {label}, engine {i + 1}/{engines} ...")
+            per_engine.append(measure_steps(profile, label, config, inputs, sampling, enforce_eager))
+        rows += [median_step_rows(list(same_mode)) for same_mode in zip(*per_engine)]
+    return sorted(rows, key=lambda r: r["mode"] != "batch 1")  # each mode's rows together, batch 1 first
+
+
+def step_table(rows: list[dict]) -> str:
+    lines = [f"{'mode':8s}  {'config':22s}  {'step ms':>7s}  {'tok/step':>8s}  {'drafts/step':>11s}  {'tok/s':>7s}  "
+             "each engine (step ms)"]
+    for r in rows:
+        lines.append(f"{r['mode']:8s}  {r['config']:22s}  {r['step_ms']:7.2f}  {r['tokens_per_step']:8.2f}  "
+                     f"{r['draft_tokens_per_step']:11.2f}  {r['tokens_per_s']:7.1f}  "
+                     f"{' '.join(f'{x:.2f}' for x in r['step_ms_each'])}")
+    for mode, b in step_breakdown(rows).items():
+        older = "" if b["as_ngram_runs_ms"] is None else f" (as n-gram runs: {b['as_ngram_runs_ms']:.2f} ms)"
+        lines.append(f"{mode}: plain step {b['plain_step_ms']:.2f} ms{older}; the speculative path with no drafts "
+                     f"{b['no_draft_step_ms']:.2f} ms ({b['runner_overhead_ms']:+.2f} ms before any draft); "
+                     f"fitted over n-gram: {b['t_fixed_ms']:.2f} ms + {b['t_draft_ms']:.2f} ms per draft token")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the stored measurements the lessons read
+
+def record_name(profile: str) -> str:
+    """The stored file's name: the profile, with ``-random`` where its weights were random."""
+    return f"{profile}-random" if weights.is_random() else profile
+
+
+def stored(directory: Path = STORED) -> dict[str, dict]:
+    """{record name: record} of every committed measurement: CPU first, then SmolLM2 on a GPU, then larger targets."""
+    records = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
+    return dict(sorted(records.items(), key=lambda item: (not item[0].startswith("cpu"), "random" in item[0], item[0])))
+
+
+def lesson_table(records: dict[str, dict], k: int, mode: str = "batch 1") -> str:
+    """One line per stored measurement: the plain step, plain as n-gram runs, the speculative path with no
+    drafts, n-gram's step at each measured k, and what a step at ``k`` costs in plain steps."""
+    measured = sorted({kk for record in records.values() for kk in record["k_values"]})
+    lines = [f"{'target':32s}{'plain':>9s}{'as n-gram runs':>16s}{'no drafts':>11s}"
+             + "".join(f"{'k=' + str(kk):>10s}" for kk in measured) + f"{'a k=' + str(k) + ' step':>18s}  measured on"]
+    for record in records.values():
+        b = record["breakdown"][mode]
+        steps = {r["config"]: r["step_ms"] for r in record["rows"] if r["mode"] == mode}
+        older = "-" if b["as_ngram_runs_ms"] is None else f"{b['as_ngram_runs_ms']:.2f} ms"
+        target = record["model"].split("/")[-1] + (" (random)" if record.get("weights") else "")
+        cost = cost_in_plain_steps(record, k, mode)
+        lines.append(f"{target:32s}{b['plain_step_ms']:6.2f} ms{older:>16s}{b['no_draft_step_ms']:8.2f} ms"
+                     + "".join(f"{steps[f'ngram k={kk}']:7.2f} ms" if f"ngram k={kk}" in steps else f"{'-':>10s}"
+                               for kk in measured)
+                     + (f"{cost:6.2f} plain steps" if cost is not None else f"{'not measured':>18s}")
+                     + f"  {record['hardware']}")
+    return "\n".join(lines)
+
+
+def against(records: dict[str, dict], profile: str, k: int, acceptance: dict[str, float]) -> str:
+    """This profile's cost of an n-gram step at k beside a run's acceptance lengths ({category: length}).
+
+    A step emits at most the acceptance length in tokens (vLLM averages over the steps that drafted; a step
+    without a draft emits one), so a category whose acceptance length is below the step's cost in plain
+    steps cannot beat plain decoding; one above it can, where most of its steps draft."""
+    name = record_name(profile)
+    if name not in records:
+        return f"no stored step-time measurement for {name}: python -m speclab.step_time --profile {profile} --json " \
+               f"data/step_time/{name}.json"
+    cost = cost_in_plain_steps(records[name], k)
+    if cost is None:
+        return f"{name}: n-gram was measured at k = {', '.join(map(str, records[name]['k_values']))}, not at k={k}"
+    below = [c for c, length in acceptance.items() if length <= cost]
+    above = [c for c, length in acceptance.items() if length > cost]
+    return (f"{name}: an n-gram step at k={k} costs {cost:.2f} plain steps, drafting or not. Below that acceptance "
+            f"length n-gram cannot beat plain decoding: {', '.join(below) or 'no category'}; above it, it can "
+            f"where most steps draft: {', '.join(above) or 'no category'}")
+
+
+def _list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _k_values(text: str) -> list[int]:
+    given = _list(text)
+    k_values = [int(x) for x in given if x.isdigit() and int(x) > 0]
+    if len(given) < 2 or len(set(k_values)) != len(given):  # all valid and all different
+        raise SpeclabError(f"--k takes two or more different whole numbers >= 1, comma-separated, got {text!r}")
+    return k_values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m speclab.step_time", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default=DEFAULT_CPU_PROFILE, help=f"one of {', '.join(PROFILES)}")
+    parser.add_argument("--k", default="1,3,5", help="comma-separated n-gram k to fit the draft cost over")
+    parser.add_argument("--engines", type=int, default=2, help="fresh engines per config")
+    parser.add_argument("--categories", default="summarisation,code")
+    parser.add_argument("--prompts-per-category", type=int, default=4)
+    parser.add_argument("--output-len", type=int, default=96)
+    add_enforce_eager_flag(parser)
+    parser.add_argument("--hardware", default=None, help="what the record says it ran on (default: from the machine)")
+    parser.add_argument("--json", default=None, help="write the rows and the breakdown to this file")
+    args = parser.parse_args(argv)
+    exit_on_sigterm()
+    try:
+        prof = get_profile(args.profile)
+        weights.check_profile(prof)
+        if args.engines < 1 or args.prompts_per_category < 1 or args.output_len < 1:
+            raise SpeclabError("--engines, --prompts-per-category and --output-len must be at least 1")
+        k_values = _k_values(args.k)
+        log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        with environment({IN_PROCESS_ENV: "1"} if prof.device == "cpu" else {}):  # the lessons' CPU layout
+            rows = run_steps(prof.name, k_values, args.engines, _list(args.categories), args.prompts_per_category,
+                             args.output_len, args.enforce_eager, log=log)
+    except SpeclabError as err:
+        print(f"speclab: error: {err}", file=sys.stderr)
+        return 2
+    print(step_table(rows))
+    if args.json:
+        env = versions()
+        write_json(args.json, {
+            "profile": prof.name, "model": prof.target.removeprefix("local:"), "weights": weights.label(),
+            "hardware": args.hardware or device_name(), "environment": env,
+            "k_values": k_values, "engines": args.engines, "output_len": args.output_len,
+            "enforce_eager": args.enforce_eager, "breakdown": step_breakdown(rows), "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
