@@ -203,9 +203,9 @@ def against(records: dict[str, dict], profile: str, k: int, acceptance: dict[str
         return f"{name}: n-gram was measured at k = {', '.join(map(str, records[name]['k_values']))}, not at k={k}"
     below = [c for c, length in acceptance.items() if length <= cost]
     above = [c for c, length in acceptance.items() if length > cost]
-    return (f"{name}: an n-gram step at k={k} costs {cost:.2f} plain steps, drafting or not. Below that acceptance "
-            f"length n-gram cannot beat plain decoding: {', '.join(below) or 'no category'}; above it, it can "
-            f"where most steps draft: {', '.join(above) or 'no category'}")
+    return (f"{name}: an n-gram step at k={k} costs {cost:.2f} plain steps, drafting or not, and emits at most the "
+            f"acceptance length. Too short to pay: {', '.join(below) or 'none'}; long enough, where most steps "
+            f"draft: {', '.join(above) or 'none'}")
 
 
 def _list(text: str) -> list[str]:

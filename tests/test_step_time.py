@@ -111,8 +111,8 @@ def test_a_runs_acceptance_is_read_against_what_a_step_costs():
     records = {"gpu-tiny": record()}  # a k=3 step costs 3.25 plain steps
     line = step_time.against(records, "gpu-tiny", 3, {"code": 3.49, "chat": 2.86})
     assert "costs 3.25 plain steps" in line
-    assert "cannot beat plain decoding: chat;" in line and line.endswith("where most steps draft: code")
-    assert step_time.against(records, "gpu-tiny", 3, {"chat": 2.0}).endswith("draft: no category")
+    assert "Too short to pay: chat;" in line and line.endswith("where most steps draft: code")
+    assert step_time.against(records, "gpu-tiny", 3, {"chat": 2.0}).endswith("draft: none")
     assert step_time.against(records, "gpu-tiny", 4, {"chat": 2.0}).endswith("measured at k = 1, 3, not at k=4")
     missing = step_time.against(records, "cpu-tiny", 3, {"chat": 2.0})
     assert missing.startswith("no stored step-time measurement for cpu-tiny: python -m speclab.step_time")
