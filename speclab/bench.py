@@ -375,6 +375,16 @@ def one_at_a_time(profile: str | Profile | None, runs: dict[str, dict | None], p
     return out
 
 
+def alone_and_together(profile: str | Profile | None, config: dict | None, inputs: list, sampling_params,
+                       enforce_eager: bool | None = None, **engine_overrides) -> tuple[list[RunStats], RunStats]:
+    """One fresh engine: every prompt alone, one after another (one record each), then all at once."""
+    with open_engine(profile, config, enforce_eager=enforce_eager, **engine_overrides) as llm:
+        warm_up(llm, sampling_params, inputs[0])
+        alone = [measure(llm, [one], sampling_params) for one in inputs]
+        together = measure(llm, inputs, sampling_params)
+    return alone, together
+
+
 def combine(runs: list[RunStats], label: str | None = None) -> RunStats:
     """Runs made one after another, as one run: tokens, seconds and counters add up and the outputs keep their
     order, so a category's prompts measured alone give one acceptance length and one speedup (total tokens

@@ -29,7 +29,7 @@ import sys
 from . import bench, configs, metrics, validation
 from .atomic import write_json
 from .engine import (IN_PROCESS_ENV, RESERVED_CPUS_ENV, add_enforce_eager_flag, environment, exit_on_sigterm,
-                     open_engine, resolve_drafter)
+                     resolve_drafter)
 from .errors import SpeclabError
 from .model_refs import resolve_model
 from .profiles import DEFAULT_CPU_PROFILE, get_profile
@@ -53,16 +53,6 @@ def method_config(profile: str, method: str, k: int) -> dict | None:
 def method_configs(profile: str, methods: list[str], k_values: list[int]) -> dict[str, dict | None]:
     """The baseline, then every method at every k -> {label: config}."""
     return {"baseline": None, **{f"{m} k={k}": method_config(profile, m, k) for m in methods for k in k_values}}
-
-
-def measure_alone_and_together(profile: str, config: dict | None, inputs: list, sampling,
-                               enforce_eager: bool | None) -> tuple[list[bench.RunStats], bench.RunStats]:
-    """One fresh engine: every prompt alone, one after another (one record each), then all at once."""
-    with open_engine(profile, config, enforce_eager=enforce_eager) as llm:
-        bench.warm_up(llm, sampling, inputs[0])
-        alone = [bench.measure(llm, [one], sampling) for one in inputs]
-        together = bench.measure(llm, inputs, sampling)
-    return alone, together
 
 
 def by_mode(categories: list[str], alone: list[bench.RunStats], together: bench.RunStats) -> dict:
@@ -114,7 +104,7 @@ def run(profile: str, methods: list[str], k_values: list[int], layouts: list[str
                 for label, config in chosen.items():
                     for i in range(engines):
                         log(f"{layout}, reserved cpus {setting}, {label}, engine {i + 1}/{engines} ...")
-                        runs = measure_alone_and_together(profile, config, inputs, sampling, enforce_eager)
+                        runs = bench.alone_and_together(profile, config, inputs, sampling, enforce_eager)
                         per_engine.setdefault(label, []).append(by_mode(prompt_categories, *runs))
             rows += summarise({"layout": layout, "reserved_cpus": setting}, per_engine)
     return rows
@@ -133,16 +123,32 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _list(text: str) -> list[str]:
+def comma_list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def _k_values(text: str) -> list[int]:
-    given = _list(text)
-    k_values = [int(x) for x in given if x.isdigit() and int(x) > 0]
-    if not given or len(set(k_values)) != len(given):  # all valid and all different
-        raise SpeclabError(f"--k takes different whole numbers >= 1, comma-separated, got {text!r}")
-    return k_values
+def parse_k(text: str, at_least: int = 1) -> list[int]:
+    """``--k``'s comma-separated values: at least ``at_least`` of them, all different whole numbers >= 1."""
+    given = comma_list(text)
+    ks = [int(x) for x in given if x.isdigit() and int(x) > 0]
+    if len(given) < at_least or len(set(ks)) != len(given):  # all valid and all different
+        need = "two or more different whole numbers" if at_least > 1 else "different whole numbers"
+        raise SpeclabError(f"--k takes {need} >= 1, comma-separated, got {text!r}")
+    return ks
+
+
+def add_workload_flags(parser) -> None:
+    """The prompts, engines and compile mode a CPU or step benchmark measures (``check_workload_flags``)."""
+    parser.add_argument("--engines", type=int, default=2, help="fresh engines per config")
+    parser.add_argument("--categories", default="summarisation,code")
+    parser.add_argument("--prompts-per-category", type=int, default=4)
+    parser.add_argument("--output-len", type=int, default=96)
+    add_enforce_eager_flag(parser)
+
+
+def check_workload_flags(args) -> None:
+    if args.engines < 1 or args.prompts_per_category < 1 or args.output_len < 1:
+        raise SpeclabError("--engines, --prompts-per-category and --output-len must be at least 1")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,16 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reserved-cpus", default="default",
                         help="comma-separated VLLM_CPU_NUM_OF_RESERVED_CPU values to compare ('default': speclab's "
                              "choice)")
-    parser.add_argument("--engines", type=int, default=2, help="fresh engines per method and setting")
-    parser.add_argument("--categories", default="summarisation,code")
-    parser.add_argument("--prompts-per-category", type=int, default=4)
-    parser.add_argument("--output-len", type=int, default=96)
-    add_enforce_eager_flag(parser)
+    add_workload_flags(parser)
     parser.add_argument("--json", default=None, help="write the rows to this file")
     args = parser.parse_args(argv)
     exit_on_sigterm()
     try:
-        methods, layouts, reserved = _list(args.methods), _list(args.layouts), _list(args.reserved_cpus)
+        methods, layouts, reserved = comma_list(args.methods), comma_list(args.layouts), comma_list(args.reserved_cpus)
         for m in methods:
             if m not in configs.METHODS:
                 raise SpeclabError(f"unknown method {m!r}: choose from {', '.join(configs.METHODS)}")
@@ -174,18 +176,17 @@ def main(argv: list[str] | None = None) -> int:
         for r in reserved:
             if r != "default" and not r.isdigit():
                 raise SpeclabError(f"--reserved-cpus takes whole numbers or 'default', got {r!r}")
-        if args.engines < 1 or args.prompts_per_category < 1 or args.output_len < 1:
-            raise SpeclabError("--engines, --prompts-per-category and --output-len must be at least 1")
-        k_values = _k_values(args.k)
+        check_workload_flags(args)
+        ks = parse_k(args.k)
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-        rows = run(DEFAULT_CPU_PROFILE, methods, k_values, layouts, reserved, args.engines, _list(args.categories),
+        rows = run(DEFAULT_CPU_PROFILE, methods, ks, layouts, reserved, args.engines, comma_list(args.categories),
                    args.prompts_per_category, args.output_len, args.enforce_eager, log=log)
     except SpeclabError as err:
         print(f"speclab: error: {err}", file=sys.stderr)
         return 2
     print(table(rows))
     if args.json:
-        write_json(args.json, {"profile": DEFAULT_CPU_PROFILE, "k_values": k_values, "output_len": args.output_len,
+        write_json(args.json, {"profile": DEFAULT_CPU_PROFILE, "k_values": ks, "output_len": args.output_len,
                                "rows": rows})
     return 0
 

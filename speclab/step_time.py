@@ -30,8 +30,8 @@ from pathlib import Path
 
 from . import bench, configs, metrics, theory, validation, weights
 from .atomic import write_json
-from .engine import (IN_PROCESS_ENV, add_enforce_eager_flag, environment, exit_on_sigterm, open_engine,
-                     resolve_drafter)
+from .cpu_speed import add_workload_flags, check_workload_flags, comma_list, parse_k
+from .engine import IN_PROCESS_ENV, environment, exit_on_sigterm, resolve_drafter
 from .envcheck import device_name, versions
 from .errors import SpeclabError
 from .model_refs import resolve_model
@@ -77,10 +77,9 @@ def measure_steps(profile: str, label: str, config: dict | None, inputs: list, s
                   enforce_eager: bool | None) -> list[dict]:
     """One fresh engine -> a step row for the prompts one at a time and one for all of them at once."""
     env, overrides = engine_settings(label)
-    with environment(env), open_engine(profile, config, enforce_eager=enforce_eager, **overrides) as llm:
-        bench.warm_up(llm, sampling, inputs[0])
-        alone = bench.combine([bench.measure(llm, [one], sampling) for one in inputs])
-        together = bench.measure(llm, inputs, sampling)
+    with environment(env):
+        runs, together = bench.alone_and_together(profile, config, inputs, sampling, enforce_eager, **overrides)
+    alone = bench.combine(runs)
     return [step_row(label, alone.output_tokens, alone.elapsed_s, alone.counters),
             step_row(label, together.output_tokens, together.elapsed_s, together.counters, batch=len(inputs))]
 
@@ -208,27 +207,11 @@ def against(records: dict[str, dict], profile: str, k: int, acceptance: dict[str
             f"draft: {', '.join(above) or 'none'}")
 
 
-def _list(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
-
-
-def _k_values(text: str) -> list[int]:
-    given = _list(text)
-    k_values = [int(x) for x in given if x.isdigit() and int(x) > 0]
-    if len(given) < 2 or len(set(k_values)) != len(given):  # all valid and all different
-        raise SpeclabError(f"--k takes two or more different whole numbers >= 1, comma-separated, got {text!r}")
-    return k_values
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m speclab.step_time", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default=DEFAULT_CPU_PROFILE, help=f"one of {', '.join(PROFILES)}")
     parser.add_argument("--k", default="1,3,5", help="comma-separated n-gram k to fit the draft cost over")
-    parser.add_argument("--engines", type=int, default=2, help="fresh engines per config")
-    parser.add_argument("--categories", default="summarisation,code")
-    parser.add_argument("--prompts-per-category", type=int, default=4)
-    parser.add_argument("--output-len", type=int, default=96)
-    add_enforce_eager_flag(parser)
+    add_workload_flags(parser)
     parser.add_argument("--hardware", default=None, help="what the record says it ran on (default: from the machine)")
     parser.add_argument("--json", default=None, help="write the rows and the breakdown to this file")
     args = parser.parse_args(argv)
@@ -236,12 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prof = get_profile(args.profile)
         weights.check_profile(prof)
-        if args.engines < 1 or args.prompts_per_category < 1 or args.output_len < 1:
-            raise SpeclabError("--engines, --prompts-per-category and --output-len must be at least 1")
-        k_values = _k_values(args.k)
+        check_workload_flags(args)
+        ks = parse_k(args.k, at_least=2)
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         with environment({IN_PROCESS_ENV: "1"} if prof.device == "cpu" else {}):  # the lessons' CPU layout
-            rows = run_steps(prof.name, k_values, args.engines, _list(args.categories), args.prompts_per_category,
+            rows = run_steps(prof.name, ks, args.engines, comma_list(args.categories), args.prompts_per_category,
                              args.output_len, args.enforce_eager, log=log)
     except SpeclabError as err:
         print(f"speclab: error: {err}", file=sys.stderr)
@@ -252,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.json, {
             "profile": prof.name, "model": prof.target.removeprefix("local:"), "weights": weights.label(),
             "hardware": args.hardware or device_name(), "environment": env,
-            "k_values": k_values, "engines": args.engines, "output_len": args.output_len,
+            "k_values": ks, "engines": args.engines, "output_len": args.output_len,
             "enforce_eager": args.enforce_eager, "breakdown": step_breakdown(rows), "rows": rows})
     return 0
 

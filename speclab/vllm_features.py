@@ -31,20 +31,33 @@ def vllm_version() -> tuple[int, int, int] | None:
     return None
 
 
+def _source(relative: str) -> str | None:
+    """The text of a file of the installed vLLM package (``config/speculative.py``), or None without it."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        return (Path(list(spec.submodule_search_locations)[0]) / relative).read_text()
+    except OSError:
+        return None
+
+
+def _parsed(relative: str) -> ast.Module | None:
+    text = _source(relative)
+    try:
+        return None if text is None else ast.parse(text)
+    except SyntaxError:
+        return None
+
+
 @functools.lru_cache(maxsize=None)
 def source_literals() -> tuple[frozenset, frozenset] | None:
     """(SpeculativeConfig's field names, the quantization methods) of the installed vLLM, or None.
 
     Read from vLLM's source with ``ast``: importing vLLM takes 7-16 s, too long for a config check.
     """
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(list(spec.submodule_search_locations)[0])
-    try:
-        tree = ast.parse((root / "config" / "speculative.py").read_text())
-        quant = ast.parse((root / "model_executor" / "layers" / "quantization" / "__init__.py").read_text())
-    except (OSError, SyntaxError):
+    tree, quant = _parsed("config/speculative.py"), _parsed("model_executor/layers/quantization/__init__.py")
+    if tree is None or quant is None:
         return None
     fields = {node.target.id for cls in tree.body if isinstance(cls, ast.ClassDef) and cls.name == "SpeculativeConfig"
               for node in cls.body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
@@ -63,13 +76,8 @@ def speculative_methods() -> frozenset | None:
     They are the strings of its ``SpeculativeMethod`` literal and of the ``...Types`` literals it is
     made of (``NgramGPUTypes``, ``DFlashModelTypes``, the MTP model types...).
     """
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "config" / "speculative.py"
-    try:
-        tree = ast.parse(path.read_text())
-    except (OSError, SyntaxError):
+    tree = _parsed("config/speculative.py")
+    if tree is None:
         return None
     names = {c.value for node in tree.body if isinstance(node, ast.Assign)
              and any(getattr(t, "id", "") == "SpeculativeMethod" or getattr(t, "id", "").endswith("Types")
@@ -99,14 +107,7 @@ def has_per_request_spec_metrics() -> bool:
 
     The server's ``--per-request-spec-decode-metrics summary`` adds ``metrics.speculative_decoding`` to each
     reply; older releases (0.26 among them) report acceptance only as the server's ``/metrics`` totals."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    path = Path(list(spec.submodule_search_locations)[0]) / "config" / "observability.py"
-    try:
-        return PER_REQUEST_SPEC_METRICS in path.read_text()
-    except OSError:
-        return False
+    return PER_REQUEST_SPEC_METRICS in (_source("config/observability.py") or "")
 
 
 def is_cpu_build() -> bool:
