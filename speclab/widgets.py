@@ -11,18 +11,19 @@ from __future__ import annotations
 from typing import Callable
 
 
-def _widget_for(name: str, value, choices=None):
+def _widget_for(name: str, value, choices=None, label_width: str = "initial"):
     import ipywidgets as w
 
+    label = {"description": name, "style": {"description_width": label_width}}  # the whole name, not "temperat..."
     if choices is not None:
-        return w.Dropdown(options=list(choices), value=value, description=name)
+        return w.Dropdown(options=list(choices), value=value, **label)
     if isinstance(value, bool):
-        return w.Checkbox(value=value, description=name)
+        return w.Checkbox(value=value, **label)
     if isinstance(value, int):
-        return w.IntSlider(value=value, min=1, max=max(8, value * 2), description=name)
+        return w.IntSlider(value=value, min=1, max=max(8, value * 2), **label)
     if isinstance(value, float):
-        return w.FloatSlider(value=value, min=0.0, max=max(1.5, value * 2), step=0.05, description=name)
-    return w.Text(value=str(value), description=name)
+        return w.FloatSlider(value=value, min=0.0, max=max(1.5, value * 2), step=0.05, **label)
+    return w.Text(value=str(value), **label)
 
 
 def build(run: Callable[..., object], values: dict, choices: dict | None = None):
@@ -30,13 +31,15 @@ def build(run: Callable[..., object], values: dict, choices: dict | None = None)
 
     ``choices`` maps a name to its allowed values (a dropdown). Pressing "Run" calls
     ``run(**chosen)`` and shows what it returns in an output area below the controls: a figure is
-    redrawn there (and closed, so that repeated runs do not pile figures up), anything else displayed.
+    redrawn there (and closed, so that repeated runs do not pile figures up), text printed, anything else
+    displayed.
     """
     import ipywidgets as w
     from IPython.display import display
 
     choices = choices or {}
-    fields = {name: _widget_for(name, v, choices.get(name)) for name, v in values.items()}
+    width = f"{max(map(len, values), default=0) + 2}ch"  # one column for every label: the controls line up
+    fields = {name: _widget_for(name, v, choices.get(name), width) for name, v in values.items()}
     button = w.Button(description="Run", button_style="primary")
     out = w.Output()
 
@@ -44,7 +47,9 @@ def build(run: Callable[..., object], values: dict, choices: dict | None = None)
         out.clear_output()
         with out:
             result = run(**{name: f.value for name, f in fields.items()})
-            if result is not None:
+            if isinstance(result, str):  # text reads as text, not as a quoted repr with \n in it
+                print(result)
+            elif result is not None:
                 display(result)
             if hasattr(result, "savefig"):  # a matplotlib figure: shown once, then released
                 import matplotlib.pyplot as plt

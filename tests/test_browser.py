@@ -1,10 +1,11 @@
 """The lessons in a real browser: JupyterLab on loopback, headless Chromium, the controls clicked.
 
 A workshop runs the lessons in JupyterLab, where ``interactive = True`` draws ipywidgets controls.
-This test starts JupyterLab with a token on 127.0.0.1, opens lessons 01 and 13 (sliders) and 09
-(dropdowns) with ``interactive = True`` in headless Chromium (Debian's ``chromium``, driven by Playwright's Python
-client), runs every cell, checks that the controls are drawn once, moves a control, presses Run and
-checks what the output says. A screenshot of each lands in the test's folder. Without a Chromium
+This test starts JupyterLab with a token on 127.0.0.1, opens lessons 01 and 13 (sliders), 09
+(dropdowns) and 07 (its measured sweeps, the theory's curve and the warm playground's two engines) with
+``interactive = True`` in headless Chromium (Debian's ``chromium``, driven by Playwright's Python client),
+runs every cell, checks that the controls are drawn once, moves a control, presses Run and checks what
+the output says. A screenshot of each lands in the test's folder. Without a Chromium
 (``make test`` installs Debian's where the machine allows) it is skipped with the reason.
 """
 
@@ -111,9 +112,26 @@ def _kernel_states(lab) -> list[str]:
         return [k["execution_state"] for k in json.load(r)]
 
 
-def _run_all(page, lab, name: str) -> None:
-    """Open the notebook, run every cell from the Run menu, wait for the kernel to settle, save, and check
-    on disk that every code cell ran without an error (JupyterLab draws only the cells in view)."""
+def _saved_cells(page, path: Path) -> list[dict]:
+    """Save the open notebook (Ctrl+S) and read its code cells back from disk."""
+    saved = path.stat().st_mtime_ns
+    page.locator(".jp-Notebook:visible").first.click()
+    page.keyboard.press("Control+s")
+    deadline = time.time() + 30
+    while path.stat().st_mtime_ns == saved and time.time() < deadline:
+        time.sleep(0.2)
+    while True:
+        try:
+            return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        except json.JSONDecodeError:  # caught mid-write: read it again
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _run_all(page, lab, name: str, timeout_s: float = TIMEOUT_MS / 1000) -> None:
+    """Open the notebook, run every cell from the Run menu, and check on disk (saved every few seconds, as
+    JupyterLab draws only the cells in view) that every code cell ran without an error."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     base, token, folder, _ = lab
@@ -124,34 +142,29 @@ def _run_all(page, lab, name: str) -> None:
         select.click(timeout=10_000)
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_text("Run All Cells", exact=True).click()
-    deadline, busy, idle = time.time() + TIMEOUT_MS / 1000, False, 0
-    while idle < 3 and time.time() < deadline:  # busy once, then idle for three seconds running
-        time.sleep(1)
-        states = _kernel_states(lab)
-        busy = busy or "busy" in states
-        idle = idle + 1 if busy and states == ["idle"] else 0
-    saved = (folder / name).stat().st_mtime_ns
-    page.locator(".jp-Notebook:visible").first.click()
-    page.keyboard.press("Control+s")
-    while (folder / name).stat().st_mtime_ns == saved and time.time() < deadline:
-        time.sleep(0.5)
-    cells = [c for c in json.loads((folder / name).read_text())["cells"] if c["cell_type"] == "code"]
+    deadline = time.time() + timeout_s
+    while True:  # save every few seconds until the file shows every code cell run, or an error stopped the run
+        time.sleep(3)
+        cells = _saved_cells(page, folder / name)
+        ran = all(c["execution_count"] for c in cells) and _kernel_states(lab) == ["idle"]
+        failed = any(o["output_type"] == "error" for c in cells for o in c["outputs"])
+        if ran or failed or time.time() > deadline:
+            break
     assert all(c["execution_count"] for c in cells), "not every cell ran"
     errors = [o for c in cells for o in c["outputs"] if o["output_type"] == "error"]
     assert not errors, errors[0]["ename"] + ": " + errors[0]["evalue"]
 
 
-def _controls(page):
+def _controls(page, expected: int = 1) -> list:
     """The lesson's widget boxes that hold a Run button: each control set must be drawn once."""
     boxes = page.locator(".jp-Notebook:visible .jp-OutputArea-output .widget-vbox")
     boxes = boxes.filter(has=page.get_by_role("button", name="Run"))
-    assert boxes.count() == 1, f"{boxes.count()} control sets drawn, expected 1"
-    box = boxes.first
-    box.scroll_into_view_if_needed()
-    return box
+    assert boxes.count() == expected, f"{boxes.count()} control sets drawn, expected {expected}"
+    return [boxes.nth(i) for i in range(expected)]
 
 
 def _press_run(box) -> str:
+    box.scroll_into_view_if_needed()
     out = box.locator(".widget-output")
     before = out.inner_text()
     box.get_by_role("button", name="Run").click()
@@ -159,6 +172,22 @@ def _press_run(box) -> str:
     while out.inner_text() in ("", before) and time.time() < deadline:
         time.sleep(0.2)
     return out.inner_text()
+
+
+def _plots(box) -> int:
+    """How many images the box's output shows, once the first has arrived (a plot lands after the text)."""
+    images = box.locator(".widget-output img")
+    images.first.wait_for(timeout=30_000)
+    return images.count()
+
+
+def _set_slider(page, box, index: int, value: str) -> None:
+    """Type a new value into the box's slider number ``index`` (its readout), as a learner can."""
+    readout = box.locator(".widget-readout").nth(index)
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(value)
+    page.keyboard.press("Enter")
 
 
 def _explored(text: str) -> tuple[int, float, list[float]]:
@@ -170,16 +199,12 @@ def _explored(text: str) -> tuple[int, float, list[float]]:
 def test_lesson_01_sliders_change_what_run_measures(lab, page):
     name = _lesson("01_how_it_works.ipynb", lab[2], interactive=True, num_samples=2000, num_tokens=400)
     _run_all(page, lab, name)
-    box = _controls(page)
+    box, = _controls(page)
     first = _press_run(box)
-    assert box.locator(".widget-output img").count() == 1, "Run did not draw the per-position plot"
-    readout = box.locator(".widget-readout").first  # k's slider: type a new value into its readout
-    readout.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.type("7")
-    page.keyboard.press("Enter")
+    assert _plots(box) == 1, "Run did not draw the per-position plot"
+    _set_slider(page, box, 0, "7")  # k's slider
     second = _press_run(box)
-    assert box.locator(".widget-output img").count() == 1, "the plot was not redrawn in place"
+    assert _plots(box) == 1, "the plot was not redrawn in place"
     # explore() prints "k=4: acceptance length 2.345; per position [...]" and returns the plot
     (k1, length1, rates1), (k2, length2, rates2) = (_explored(text) for text in (first, second))
     assert (k1, len(rates1), k2, len(rates2)) == (4, 4, 7, 7), (first, second)
@@ -190,7 +215,7 @@ def test_lesson_01_sliders_change_what_run_measures(lab, page):
 def test_lesson_09_dropdowns_change_the_plan(lab, page):
     name = _lesson("09_memory_planning.ipynb", lab[2], interactive=True)
     _run_all(page, lab, name)
-    box = _controls(page)
+    box, = _controls(page)
     first = _press_run(box)
     box.locator("select").first.select_option("80")
     second = _press_run(box)
@@ -203,15 +228,65 @@ def test_lesson_13_tree_budget_slider_changes_the_acceptance(lab, page):
     name = _lesson("13_token_trees.ipynb", lab[2], interactive=True, vllm_methods=[], budgets=[1, 4],
                    temperatures=[0.0, 1.0], num_tokens=300, num_samples=500)
     _run_all(page, lab, name)
-    box = _controls(page)
+    box, = _controls(page)
     first = ast.literal_eval(_press_run(box))  # explore() returns {tree: acceptance length}
-    readout = box.locator(".widget-readout").first  # the budget slider's readout
-    readout.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.type("1")
-    page.keyboard.press("Enter")
+    _set_slider(page, box, 0, "1")  # the budget slider
     second = ast.literal_eval(_press_run(box))
     assert set(first) == set(second) == {"greedy chain", "sampled chain", "dynamic tree"}, (first, second)
     assert all(1.0 <= length <= 2.0 for length in second.values()), second  # one draft token: at most 2
     assert first["dynamic tree"] > second["dynamic tree"], (first, second)  # a budget of 8 accepts more
     page.screenshot(path=str(lab[2] / "13_token_trees.png"), full_page=False)
+
+
+def _kernel_of(lab, name: str) -> str:
+    base, token, _, _ = lab
+    with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=5) as r:
+        return next(s["kernel"]["id"] for s in json.load(r) if s["path"].endswith(name))
+
+
+def _shut_down(lab, kernel: str) -> None:
+    base, token, _, _ = lab
+    request = urllib.request.Request(f"{base}/api/kernels/{kernel}?token={token}", method="DELETE")
+    urllib.request.urlopen(request, timeout=60).close()
+
+
+def test_lesson_07_sweep_viewer_theory_and_warm_playground(lab, page):
+    import psutil
+
+    # two k and two temperatures on two prompts: a baseline and two n-gram engines, then the playground's two
+    name = _lesson("07_tuning.ipynb", lab[2], interactive=True, k_values=[1, 3], k_for_temperature=3,
+                   temperatures=[0.0, 1.0], num_prompts=2, output_len=32, enforce_eager=True)
+    _run_all(page, lab, name, timeout_s=900)
+    viewer, theory, play = _controls(page, expected=3)
+
+    # the measured sweep: k=3 was measured at T=0 and, as k_for_temperature, at every temperature
+    both = _press_run(viewer)
+    assert both.startswith("k=3, T=0:") and "\nk=3, T=0.0:" in both, both
+    viewer.locator("select").first.select_option("1")
+    one = _press_run(viewer)
+    assert one.startswith("k=1, T=0:") and "\n" not in one.strip(), one  # k=1 ran at T=0 only
+
+    # the theory: k=1 turns one draft token into 1 + a tokens a step
+    at_k3 = ast.literal_eval(_press_run(theory))["tokens per step"]  # predict() returns a dict
+    _set_slider(page, theory, 1, "1")  # a, k, c: k's slider
+    at_k1 = ast.literal_eval(_press_run(theory))["tokens per step"]
+    a = float(theory.locator(".widget-readout").nth(0).inner_text())
+    assert at_k1 == pytest.approx(1 + a, abs=0.006) and at_k3 > at_k1, (a, at_k1, at_k3)
+
+    # the playground: warm engines re-measure a turn of the knobs; a new k reopens the speculative engine only
+    first = _press_run(play)
+    assert re.match(r"[^,]+, T=0, 64 tokens, ngram k=3: acceptance length [\d.]+, .*greedy outputs", first), first
+    play.locator("select").nth(2).select_option("16")  # category, temperature, max_tokens, k
+    play.locator("select").nth(3).select_option("1")
+    second = _press_run(play)
+    assert ", T=0, 16 tokens, ngram k=1: acceptance length" in second, second
+    page.screenshot(path=str(lab[2] / "07_tuning.png"), full_page=False)
+
+    # closing the kernel closes its engines: nothing of them is left running
+    kernel = _kernel_of(lab, name)  # its process names its connection file, kernel-<id>.json
+    process = next(p for p in psutil.process_iter(["cmdline"]) if any(kernel in a for a in p.info["cmdline"] or []))
+    family = [process, *process.children(recursive=True)]
+    assert len(family) > 1, "the playground's engines should run as the kernel's child processes"
+    _shut_down(lab, kernel)
+    _, alive = psutil.wait_procs(family, timeout=60)
+    assert not alive, [p.pid for p in alive]

@@ -20,6 +20,8 @@ def test_controls_call_the_run_function_with_the_chosen_values():
     category, temperature, max_tokens, k, button, out = box.children
     assert [w.description for w in (category, temperature, max_tokens, k)] == [
         "category", "temperature", "max_tokens", "k"]
+    # whole labels in one column: "temperature" (11 characters) sets the width of all four
+    assert {w.style.description_width for w in (category, temperature, max_tokens, k)} == {"13ch"}
     category.value, temperature.value, k.value = "chat", 0.5, 4
     button.click()
     assert calls == [("chat", 0.5, 64, 4)]
@@ -53,3 +55,14 @@ def test_a_returned_figure_is_shown_and_closed(monkeypatch):
     button.click()
     button.click()
     assert [type(o).__name__ for o in shown] == ["Figure", "Figure"] and plt.get_fignums() == []
+
+
+def test_returned_text_is_printed_not_shown_as_a_repr(monkeypatch, capsys):
+    """A run function that returns lines of text: the learner reads the lines, not a quoted string with \\n."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    *_, button, out = widgets.build(lambda k=3: f"k={k}: one\nk={k}: two", {"k": 3}).children
+    button.click()
+    assert shown == [] and capsys.readouterr().out.endswith("k=3: one\nk=3: two\n")  # after clear_output's codes

@@ -15,3 +15,35 @@ CONCLUSIONS = [
     ("02_ngram_prompt_lookup", "Every category's speedup stays below its acceptance length",
      lambda r: all(s < _by(r, "acceptance_length_")[cat] for cat, s in _by(r, "speedup_").items())),
 ]
+
+
+def _steps(name):
+    from speclab import step_time
+
+    return step_time.stored()[name]
+
+
+def _cost(name, k=3):
+    from speclab import step_time
+
+    return step_time.cost_in_plain_steps(_steps(name), k)
+
+
+def _before_any_draft(name, k=3):
+    """The share of a k-step's extra time (over a plain step) that the no-draft path already pays."""
+    b = _steps(name)["breakdown"]["batch 1"]
+    k_step = next(r["step_ms"] for r in _steps(name)["rows"] if r["mode"] == "batch 1" and r["config"] == f"ngram k={k}")
+    return (b["no_draft_step_ms"] - b["plain_step_ms"]) / (k_step - b["plain_step_ms"])
+
+
+# the stored step-time measurements (data/step_time/), the same for every reference run
+CONCLUSIONS += [
+    ("02_ngram_prompt_lookup", "On the GPU with SmolLM2 an n-gram step costs nearly three plain steps",
+     lambda r: 2.5 <= _cost("gpu-tiny") < 3.2),
+    ("02_ngram_prompt_lookup", "most of that cost is there before any draft",
+     lambda r: _before_any_draft("gpu-tiny") > 0.5),
+    ("02_ngram_prompt_lookup", "a k=3 step costs under two plain steps",
+     lambda r: _cost("gpu-llama8b-random") < 2.0),
+    ("02_ngram_prompt_lookup", "so the acceptance lengths above would pay there",
+     lambda r: min(_by(r, "acceptance_length_").values()) > _cost("gpu-llama8b-random")),
+]
