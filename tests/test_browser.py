@@ -106,10 +106,11 @@ def page(lab):
         chromium.close()
 
 
-def _kernel_states(lab) -> list[str]:
+def _session(lab, name: str) -> dict:
+    """The notebook's session: its kernel's id and state (earlier tests' kernels may still be open)."""
     base, token, _, _ = lab
-    with urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=5) as r:
-        return [k["execution_state"] for k in json.load(r)]
+    with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=5) as r:
+        return next(s for s in json.load(r) if s["path"].endswith(name))
 
 
 def _saved_cells(page, path: Path) -> list[dict]:
@@ -146,7 +147,7 @@ def _run_all(page, lab, name: str, timeout_s: float = TIMEOUT_MS / 1000) -> None
     while True:  # save every few seconds until the file shows every code cell run, or an error stopped the run
         time.sleep(3)
         cells = _saved_cells(page, folder / name)
-        ran = all(c["execution_count"] for c in cells) and _kernel_states(lab) == ["idle"]
+        ran = all(c["execution_count"] for c in cells) and _session(lab, name)["kernel"]["execution_state"] == "idle"
         failed = any(o["output_type"] == "error" for c in cells for o in c["outputs"])
         if ran or failed or time.time() > deadline:
             break
@@ -238,12 +239,6 @@ def test_lesson_13_tree_budget_slider_changes_the_acceptance(lab, page):
     page.screenshot(path=str(lab[2] / "13_token_trees.png"), full_page=False)
 
 
-def _kernel_of(lab, name: str) -> str:
-    base, token, _, _ = lab
-    with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=5) as r:
-        return next(s["kernel"]["id"] for s in json.load(r) if s["path"].endswith(name))
-
-
 def _shut_down(lab, kernel: str) -> None:
     base, token, _, _ = lab
     request = urllib.request.Request(f"{base}/api/kernels/{kernel}?token={token}", method="DELETE")
@@ -283,7 +278,7 @@ def test_lesson_07_sweep_viewer_theory_and_warm_playground(lab, page):
     page.screenshot(path=str(lab[2] / "07_tuning.png"), full_page=False)
 
     # closing the kernel closes its engines: nothing of them is left running
-    kernel = _kernel_of(lab, name)  # its process names its connection file, kernel-<id>.json
+    kernel = _session(lab, name)["kernel"]["id"]  # its process names its connection file, kernel-<id>.json
     process = next(p for p in psutil.process_iter(["cmdline"]) if any(kernel in a for a in p.info["cmdline"] or []))
     family = [process, *process.children(recursive=True)]
     assert len(family) > 1, "the playground's engines should run as the kernel's child processes"
