@@ -66,6 +66,10 @@ def lab(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lab")
     port, token = _free_port(), secrets.token_hex(16)
     log = open(folder / "jupyterlab.log", "w")
+    settings = folder / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)  # no "get notified about Jupyter news?" toast over the screenshots
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
+                                                                          "checkForUpdates": False}))
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ServerApp.port={port}",
          "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={folder}",
@@ -179,6 +183,7 @@ def _plots(box) -> int:
     """How many images the box's output shows, once the first has arrived (a plot lands after the text)."""
     images = box.locator(".widget-output img")
     images.first.wait_for(timeout=30_000)
+    images.first.evaluate("img => img.decode()")  # drawn, not only placed: the screenshot shows the plot
     return images.count()
 
 
