@@ -21,6 +21,7 @@ from .models import cache_dir
 
 ENV = "SPECLAB_LOG"
 TAIL_LINES = 12
+LOG_NOTE = "vLLM's output is in"  # how an error that passed through ``to_log`` names the log
 
 
 def log_path() -> Path:
@@ -48,7 +49,9 @@ def to_log(path: str | Path | None = None, stdout: bool = True):
             yield path
     except Exception as err:
         log.flush()
-        err.add_note(f"vLLM's output is in {path}; its last error line: {headline(log_tail(path))}")
+        if not any(note.startswith(LOG_NOTE) for note in getattr(err, "__notes__", ())):  # an inner log named it
+            found = error_line(log_tail(path))
+            err.add_note(f"{LOG_NOTE} {path}" + (f"; its last error line: {found}" if found else ""))
         raise
     finally:
         log.flush()
@@ -101,9 +104,15 @@ def log_tail(path: str | Path, lines: int = TAIL_LINES) -> list[str]:
     return kept[-lines:]
 
 
-def headline(lines: list[str]) -> str:
-    """The line that best says what went wrong: the last one that names an error."""
+def error_line(lines: list[str]) -> str | None:
+    """The last line that names an error, or None: a warning that merely came last (vLLM's CPU build ends
+    many a log with "Triton is installed, but doesn't include CPU backend") must not pass for the cause."""
     for line in reversed(lines):
         if any(word in line for word in ("Error", "error:", "Exception", "Value error")):
             return line.strip()
-    return lines[-1].strip() if lines else "no output"
+    return None
+
+
+def headline(lines: list[str]) -> str:
+    """The line that best says what went wrong: the last one that names an error, else the last line."""
+    return error_line(lines) or (lines[-1].strip() if lines else "no output")

@@ -35,6 +35,15 @@ def test_an_error_keeps_its_message_and_names_the_log(tmp_path):
     assert str(path) in note and "ValueError: max_model_len 8192 exceeds the model's 4096" in note
 
 
+def test_a_warning_that_came_last_does_not_pass_for_the_cause(tmp_path):
+    path = tmp_path / "vllm.log"
+    with pytest.raises(ValueError) as info, logs.to_log(path):
+        with logs.to_log(path):  # an engine start inside an import: one note, not a note about a note
+            print("Triton is installed, but doesn't include CPU backend. Disabling Triton.", file=sys.stderr)
+            raise ValueError("--per-request-spec-decode-metrics requires speculative decoding to be enabled")
+    assert info.value.__notes__ == [f"vLLM's output is in {path}"]
+
+
 def test_the_log_path_follows_the_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(logs.ENV, str(tmp_path / "lesson.log"))
     assert logs.log_path() == tmp_path / "lesson.log"
