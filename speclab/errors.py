@@ -1,9 +1,14 @@
 """speclab's error family. Each message is one line that says what to do; the CLI and the lessons
-print it instead of a traceback."""
+print it instead of a traceback (in a notebook, IPython shows ``_render_traceback_``)."""
 
 
 class SpeclabError(Exception):
     """A user-facing error: its message is one line that says what to do."""
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython (JupyterLab, papermill) shows instead of a traceback: the line, then any notes (the
+        log an engine wrote). The traceback says where speclab noticed, which is not what the learner needs."""
+        return [f"{type(self).__name__}: {self}", *getattr(self, "__notes__", ())]
 
 
 class ConfigError(SpeclabError, ValueError):
