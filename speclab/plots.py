@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use(matplotlib.get_backend() if "inline" in matplotlib.get_backend() else "Agg", force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 
+from . import theory  # noqa: E402
 from .memory import GIB  # noqa: E402
 
 
@@ -69,6 +70,20 @@ def sweep(xs: list, series: dict[str, list[float]], xlabel: str, ylabel: str, ti
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def predicted_speedup(a: float, k: int, c: float, k_max: int = 16):
+    """The i.i.d. theory's speedup over k for one per-token acceptance ``a`` and cost ratio ``c``, the chosen k
+    ringed and the best k named: what a lesson's prediction controls redraw."""
+    ks = list(range(1, max(k_max, k) + 1))
+    chosen = theory.speedup(a, k, c)
+    fig = sweep(ks, {f"theory, a={a:.2f}, c={c:.2f}": [theory.speedup(a, kk, c) for kk in ks]}, "k (draft tokens)",
+                "predicted speedup", title=f"k={k}: {chosen:.2f}x predicted; best k={theory.best_k(a, c, ks[-1])}",
+                baseline=1.0)
+    ax = fig.axes[0]
+    ax.plot([k], [chosen], "o", ms=12, mfc="none", color="tab:red", label=f"k={k}")
+    ax.legend(fontsize=8)
     return fig
 
 

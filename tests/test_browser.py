@@ -235,9 +235,10 @@ def test_lesson_13_tree_budget_slider_changes_the_acceptance(lab, page):
                    temperatures=[0.0, 1.0], num_tokens=300, num_samples=500)
     _run_all(page, lab, name)
     box, = _controls(page)
-    first = ast.literal_eval(_press_run(box))  # explore() returns {tree: acceptance length}
+    first = ast.literal_eval(_press_run(box))  # explore() prints {tree: acceptance length}, returns its bars
     _set_slider(page, box, 0, "1")  # the budget slider
     second = ast.literal_eval(_press_run(box))
+    assert _plots(box) == 1, "the acceptance bars were not redrawn in place"
     assert set(first) == set(second) == {"greedy chain", "sampled chain", "dynamic tree"}, (first, second)
     assert all(1.0 <= length <= 2.0 for length in second.values()), second  # one draft token: at most 2
     assert first["dynamic tree"] > second["dynamic tree"], (first, second)  # a budget of 8 accepts more
@@ -266,12 +267,16 @@ def test_lesson_07_sweep_viewer_theory_and_warm_playground(lab, page):
     one = _press_run(viewer)
     assert one.startswith("k=1, T=0:") and "\n" not in one.strip(), one  # k=1 ran at T=0 only
 
-    # the theory: k=1 turns one draft token into 1 + a tokens a step
-    at_k3 = ast.literal_eval(_press_run(theory))["tokens per step"]  # predict() returns a dict
+    # the theory: k=1 turns one draft token into 1 + a tokens a step; the speedup curve is redrawn in place
+    def tokens_per_step(text: str) -> float:
+        return float(re.search(r"tokens per step ([\d.]+)", text)[1])
+
+    at_k3 = tokens_per_step(_press_run(theory))
     _set_slider(page, theory, 1, "1")  # a, k, c: k's slider
-    at_k1 = ast.literal_eval(_press_run(theory))["tokens per step"]
+    at_k1 = tokens_per_step(_press_run(theory))
     a = float(theory.locator(".widget-readout").nth(0).inner_text())
     assert at_k1 == pytest.approx(1 + a, abs=0.006) and at_k3 > at_k1, (a, at_k1, at_k3)
+    assert _plots(theory) == 1, "the speedup curve was not redrawn in place"
 
     # the playground: warm engines re-measure a turn of the knobs; a new k reopens the speculative engine only
     first = _press_run(play)

@@ -66,3 +66,16 @@ def test_returned_text_is_printed_not_shown_as_a_repr(monkeypatch, capsys):
     *_, button, out = widgets.build(lambda k=3: f"k={k}: one\nk={k}: two", {"k": 3}).children
     button.click()
     assert shown == [] and capsys.readouterr().out.endswith("k=3: one\nk=3: two\n")  # after clear_output's codes
+
+
+def test_the_prediction_plot_rings_the_chosen_k_and_names_the_best():
+    import matplotlib.pyplot as plt
+
+    from speclab import plots, theory
+
+    fig = plots.predicted_speedup(0.8, 3, 0.05)
+    ax = fig.axes[0]
+    curve, *_, ring = ax.get_lines()
+    assert list(curve.get_xdata()) == list(range(1, 17)) and curve.get_ydata()[2] == theory.speedup(0.8, 3, 0.05)
+    assert list(ring.get_xdata()) == [3] and f"best k={theory.best_k(0.8, 0.05)}" in ax.get_title()
+    plt.close(fig)
