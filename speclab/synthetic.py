@@ -10,7 +10,9 @@ imposed, and every result this module writes says so (``IMPOSED``).
 
 The stored GPU results (``data/gpu_reference/*.json``, written by ``python -m
 speclab.gpu_sweep``) are read back with :func:`load_reference`, so that a notebook on a
-laptop shows what the same lesson gives on an H200.
+laptop shows what the same lesson gives on an H200. Lesson 12 writes the step-cost fit and its
+leave-one-out check out in its own cells (tests/test_lesson12_definitions.py holds them to
+:func:`step_costs` and :func:`speedup_table`).
 """
 
 from __future__ import annotations
