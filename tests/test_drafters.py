@@ -234,15 +234,21 @@ def test_random_drafters_are_deterministic(tmp_path):
 
 
 @pytest.mark.engine
-def test_every_shipped_drafter_in_vllm_reaches_its_cards_acceptance(target_dir, monkeypatch):
-    """Each shipped drafter measured as its card was (vLLM, the 24 held-out prompts, k=3, 64 tokens,
-    greedy, eager engines): the card's acceptance length within 0.1, greedy outputs equal up to near-ties.
-    The engines run inside this process (a faster start; acceptance does not depend on it)."""
+def test_every_shipped_drafter_in_vllm_reaches_its_cards_quick_check(target_dir, monkeypatch):
+    """Each shipped drafter measured as its card's quick check was (vLLM, the first 8 held-out prompts, k=3,
+    32 tokens, greedy, eager engines): the same acceptance length within 0.15, greedy outputs equal up to
+    near-ties. The card's full figure (24 prompts, 64 tokens) takes `python -m speclab.train --evaluate`
+    about 13 minutes on two cores; this takes a quarter of that. Engines run inside this process."""
+    from speclab.train.evaluate import QUICK_CHECK
+
     monkeypatch.setenv(IN_PROCESS_ENV, "1")
     folders = {method: drafters.SHIPPED_DIR / method for method in SHIPPED_FLOOR}
-    measured = train.evaluate(folders, output_len=64, enforce_eager=True, write_card=False)
+    measured = train.evaluate(folders, write_card=False, **QUICK_CHECK)
     for method, got in measured.items():
-        card = drafter_layouts.read_card(folders[method])["acceptance"]
-        assert (card["num_prompts"], card["output_len"], card["k"]) == (got["num_prompts"], 64, 3)
-        assert got["acceptance_length"] == pytest.approx(card["acceptance_length"], abs=0.1), method
+        card = drafter_layouts.read_card(folders[method])
+        check = card["quick_check"]
+        assert (check["num_prompts"], check["output_len"], check["k"]) == (got["num_prompts"], 32, 3)
+        assert check["prompt_set"] == card["acceptance"]["prompt_set"]
+        # 0.15: on 256 tokens one near-tie that parts a text moves the figure more than on the card's 1,536
+        assert got["acceptance_length"] == pytest.approx(check["acceptance_length"], abs=0.15), method
         assert got["greedy_ok"], method

@@ -1,5 +1,6 @@
 """``python -m speclab.train --method eagle``: train a drafter with its recipe, save it, and with
-``--evaluate`` measure its acceptance with vLLM on the held-out prompts (written into its card).
+``--evaluate`` measure its acceptance with vLLM on the held-out prompts (written into its card, with the
+short quick check the tests repeat).
 Every option left out is the method's recipe (:mod:`speclab.train.recipes`)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from .. import drafters
 from ..engine import exit_on_sigterm
 from .data import DATA_FILE, generate_data
-from .evaluate import evaluate
+from .evaluate import QUICK_CHECK, evaluate
 from .loop import train
 from .recipes import EVAL_K, SHIPPED_DATA, TRAIN_METHODS, recipe
 
@@ -75,6 +76,7 @@ def main(argv=None) -> None:
     print(f"saved {out} ({result.steps} steps, {result.seconds:.0f} s, final loss {result.final_loss:.3f})")
     if args.evaluate:
         print(json.dumps(evaluate({args.method: out}, num_prompts=args.num_prompts), indent=2))
+        evaluate({args.method: out}, card_key="quick_check", **QUICK_CHECK)  # what the test suite repeats
 
 
 if __name__ == "__main__":

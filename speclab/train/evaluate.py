@@ -9,15 +9,21 @@ from ..envcheck import device_name
 from ..atomic import write_json
 from .recipes import EVAL_K
 
+# The small measurement each card keeps beside its full one: the same drafter and settings on the first
+# held-out prompts, short enough for the test suite to repeat in the installed vLLM in a few minutes.
+# Acceptance only: the timing of a few seconds of decoding would say nothing.
+QUICK_CHECK = {"num_prompts": 8, "output_len": 32, "enforce_eager": True, "timed": False}
+
 
 def evaluate(folders: dict, *, k: int = EVAL_K, prompts: str = "heldout", num_prompts: int | None = None,
              output_len: int = 128, enforce_eager: bool | None = None, write_card: bool = True, log=None,
-             profile: str = "cpu-tiny") -> dict:
+             profile: str = "cpu-tiny", card_key: str = "acceptance", timed: bool = True) -> dict:
     """Acceptance with vLLM for ``{name: folder}``: one baseline, then each drafter (greedy).
 
     The method is the card's (or the name, for a folder without one; eagle3 for a head saved by
     speculators, which vLLM loads as saved). Writes the measurement into each folder's card.json
-    (``acceptance``) and returns them by name.
+    (under ``card_key``: ``acceptance``, or ``quick_check`` at :data:`QUICK_CHECK`) and returns them by name;
+    ``timed=False`` leaves the throughput and speedup out.
     """
     records, inputs = bench.prompt_inputs(profile, prompts, num_prompts=num_prompts)
     library = {n for n, f in folders.items() if drafter_layouts.is_speculators_folder(f)}  # loaded as saved
@@ -41,8 +47,11 @@ def evaluate(folders: dict, *, k: int = EVAL_K, prompts: str = "heldout", num_pr
             "greedy_ok": result.greedy_check.ok,
             "device": device_name(),
         }
+        if not timed:
+            for key in ("tokens_per_s", "baseline_tokens_per_s", "speedup"):
+                del out[name][key]
         if write_card:
             card = drafter_layouts.read_card(folder)
-            card["acceptance"] = out[name]
+            card[card_key] = out[name]
             write_json(Path(folder) / drafter_layouts.CARD, card)
     return out
