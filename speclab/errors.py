@@ -17,3 +17,9 @@ class ConfigError(SpeclabError, ValueError):
 
 class ServerError(SpeclabError):
     """The server did not start, or died; the message ends with its last log lines."""
+
+
+def require(ok: bool, message: str) -> None:
+    """Refuse with ``message`` (one line that says what to do) unless ``ok``: the checks' one idiom."""
+    if not ok:
+        raise SpeclabError(message)

@@ -50,3 +50,11 @@ def not_the_lessons_own(namespace: dict, lesson: str, names) -> list[str]:
     package's twin imported under the same name would pass every comparison)."""
     return [name for name in names
             if not callable(namespace.get(name)) or namespace[name].__module__ != f"lesson_{lesson}"]
+
+
+def random_sequences(n: int, vocab: int, max_len: int, seed: int = 0) -> list[list[int]]:
+    """Random token lists from a small vocabulary, so that n-grams and suffixes repeat often."""
+    import random
+
+    rng = random.Random(seed)
+    return [[rng.randrange(vocab) for _ in range(rng.randrange(1, max_len))] for _ in range(n)]

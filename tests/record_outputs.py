@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from speclab.runner import execute, series
+from speclab.cli.runner import execute, series
 from tests.test_notebooks import MARK, checks_outputs, small_parameters
 
 

@@ -4,10 +4,12 @@ import json
 
 import pytest
 
-from speclab import equality
-from speclab.bench import BenchResult, RunStats, table
-from speclab.metrics import SpecCounters
-from speclab.atomic import write_atomic
+from speclab.algorithms.counters import SpecCounters
+from speclab.files import write_atomic
+from speclab.measure import equality
+from speclab.measure.bench import BenchResult, RunStats, table, why_one_after_another
+from speclab.models.profiles import get_profile
+from speclab.models.profiles import PROFILES
 
 
 def _result(spec_ids=None):
@@ -75,7 +77,7 @@ def test_write_atomic_keeps_old_file_on_failure(tmp_path):
 
 def test_sweep_from_grid_pairs_each_config_with_the_baseline_of_the_same_group():
     """Lesson 07 reads its k sweep out of a grid whose engines also ran the temperature groups."""
-    from speclab import bench
+    from speclab.measure import bench
 
     def stats(label, seconds, ids):
         return RunStats(label, 1, 100, seconds, SpecCounters(), token_ids=[ids], margins=[[4.0] * len(ids)])
@@ -86,19 +88,52 @@ def test_sweep_from_grid_pairs_each_config_with_the_baseline_of_the_same_group()
             "ngram k=3": {"T=0.0": stats("k3", 5.0, [1, 2]), "T=1.0": stats("k3t", 1.0, [8])}}
     configs_by_label = {"ngram k=1": {"method": "ngram", "num_speculative_tokens": 1},
                         "ngram k=3": {"method": "ngram", "num_speculative_tokens": 3}}
-    sweep = bench.sweep_from_grid("cpu-tiny", grid, configs_by_label, "T=0.0", greedy)
+    sweep = bench.sweep_from_grid(PROFILES["cpu-tiny"], grid, configs_by_label, "T=0.0", greedy)
     assert [(r.k, r.speedup) for r in sweep] == [(1, pytest.approx(2.0)), (3, pytest.approx(0.8))]
     assert all(r.baseline is grid["baseline"]["T=0.0"] and r.greedy_check.ok for r in sweep)
 
 
 def test_grid_refuses_an_only_that_names_nothing_it_has_before_any_engine():
-    from speclab import bench
-    from speclab.configs import ConfigError
+    from speclab.measure import bench
+    from speclab.vllm_layer.configs import ConfigError
 
     groups = {"T=0.0": ([[1, 2]], bench.greedy(8))}
     for only in ({"ngram k=9": ["T=0.0"]}, {"baseline": ["T=0.5"]}, {"baseline": []}):
         with pytest.raises(ConfigError, match="grid: 'only' names"):
-            bench.grid("cpu-tiny", {"baseline": None}, groups, only=only)
+            bench.grid(PROFILES["cpu-tiny"], {"baseline": None}, groups, only=only)
+
+
+def test_grid_refuses_a_count_of_rounds_that_is_not_a_whole_number_before_any_engine():
+    from speclab.measure import bench
+    from speclab.vllm_layer.configs import ConfigError
+
+    groups = {"T=0.0": ([[1, 2]], bench.greedy(8))}
+    for rounds in (0, -1, 1.5, True, "3"):
+        with pytest.raises(ConfigError, match=r"grid: rounds=.*whole number"):
+            bench.grid(PROFILES["cpu-tiny"], {"baseline": None}, groups, rounds=rounds)
+
+
+def test_the_median_round_is_kept_not_the_fastest_or_the_slowest():
+    from speclab.measure.bench import median_run
+
+    quiet, usual, disturbed = (RunStats(name, 1, 96, s, SpecCounters()) for name, s in
+                               (("quiet", 0.18), ("usual", 0.21), ("disturbed", 0.38)))
+    assert median_run([disturbed, quiet, usual]) is usual
+    assert median_run([quiet, disturbed]) is disturbed  # of an even count, the slower middle
+    assert median_run([quiet]) is quiet
+    with pytest.raises(ValueError):
+        median_run([])
+
+
+def test_prompts_are_timed_in_rounds_unless_a_method_drafts_from_earlier_answers():
+    from speclab.measure.bench import ONE_AFTER_ANOTHER_ROUNDS, rounds_for
+    from speclab.vllm_layer import configs
+
+    stateless = {"baseline": None, "ngram": configs.ngram(3), "eagle": {"method": "eagle", "model": "/m"}}
+    assert rounds_for(stateless)[0] == ONE_AFTER_ANOTHER_ROUNDS == 3
+    # suffix decoding's second round would be drafted from its first round's answers (lesson 14 times the order)
+    rounds, why = rounds_for({**stateless, "suffix": configs.suffix(24)})
+    assert rounds == 1 and "suffix" in why
 
 
 # --- a category measured one prompt at a time (lesson 08) ------------------------------------
@@ -110,7 +145,7 @@ def _alone(label, tokens, seconds, counters=SpecCounters(), ids=(1,)):
 
 
 def test_combine_adds_prompts_measured_one_after_another():
-    from speclab.bench import combine
+    from speclab.measure.bench import combine
 
     a = _alone("a", 100, 2.0, SpecCounters(40, 120, 60, (30, 20, 10)), ids=(1, 2))
     b = _alone("b", 50, 0.5, SpecCounters(10, 30, 20, (9, 7, 4)), ids=(3,))
@@ -125,7 +160,7 @@ def test_combine_adds_prompts_measured_one_after_another():
 
 
 def test_prompt_speedups_and_category_winners():
-    from speclab import bench
+    from speclab.measure import bench
 
     per_prompt = {
         "baseline": {"code": [_alone("b", 100, 2.0), _alone("b", 100, 2.0)], "chat": [_alone("b", 100, 1.0)]},
@@ -144,7 +179,7 @@ def test_prompt_speedups_and_category_winners():
 
 
 def test_grouped_bars_draws_each_prompt_on_its_bar():
-    from speclab import plots
+    from speclab.measure import plots
 
     fig = plots.grouped_bars({"code": {"ngram": 1.5, "eagle": 1.2}, "chat": {"ngram": 0.9, "eagle": 1.1}}, "x",
                              points={"code": {"ngram": [1.2, 1.8]}, "chat": {"eagle": [1.0, 1.1, 1.2]}})
@@ -153,7 +188,7 @@ def test_grouped_bars_draws_each_prompt_on_its_bar():
 
 
 def test_a_speedup_above_its_acceptance_length_is_flagged_and_cannot_win():
-    from speclab import bench
+    from speclab.measure import bench
 
     # ngram on code: acceptance length 1 + 10/10 = 2.0, yet its prompts took 0.6 s against the baseline's 4.0 s:
     # 6.67x, impossible on one machine. eagle on code (1.25x, length 2.0) is plausible and wins instead.
@@ -179,7 +214,7 @@ def test_a_speedup_above_its_acceptance_length_is_flagged_and_cannot_win():
 
 
 def test_a_disturbed_prompt_inside_a_plausible_category_is_not_flagged():
-    from speclab import bench
+    from speclab.measure import bench
 
     # the third prompt drafted nothing yet ran 1.25x (a slow baseline run of it); the category's total,
     # 300 tokens in 4.6 s against 5.0 s (1.09x) at acceptance length 1 + 20/20 = 2.0, is plausible
@@ -190,3 +225,9 @@ def test_a_disturbed_prompt_inside_a_plausible_category_is_not_flagged():
     }
     assert bench.prompt_speedups(per_prompt)["ngram"]["translation"][2] == pytest.approx(1.25)
     assert bench.untrusted(per_prompt) == {}
+
+
+def test_engines_take_turns_only_where_they_fit_side_by_side():
+    assert why_one_after_another(get_profile("gpu-tiny"), 2) == "a GPU engine claims most of the card's memory"
+    assert why_one_after_another(get_profile("cpu-tiny"), 4) is None  # 4 small CPU engines: a few GiB
+    assert why_one_after_another(get_profile("cpu-tiny"), 1000).startswith("1000 engines need about 3500 GiB")

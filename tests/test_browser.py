@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from speclab.models import NOTEBOOKS
+from speclab.files import NOTEBOOKS
 
 pytestmark = pytest.mark.notebook
 

@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from speclab.cli import main
-from speclab.engine import vllm_descendants
+from speclab.cli.main import main
+from speclab.vllm_layer.engine import vllm_descendants
 
 
 def run_cli(*args, timeout=1200):
-    return subprocess.run([sys.executable, "-m", "speclab.cli", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "speclab", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -87,9 +87,9 @@ def test_bench_with_a_baseline_reports_the_speedup_and_writes_the_record(tmp_pat
 
 @pytest.mark.engine
 @pytest.mark.parametrize("command", [
-    ["speclab.cli", "bench", "--method", "ngram", "--enforce-eager", "--num-prompts", "2", "--output-len", "16"],
+    ["speclab", "bench", "--method", "ngram", "--enforce-eager", "--num-prompts", "2", "--output-len", "16"],
     # vLLM's own processes (the default layout runs the engine inside the command): they are what SIGTERM must reap
-    ["speclab.cpu_speed", "--layouts", "multiprocess", "--engines", "1", "--methods", "ngram", "--k", "1",
+    ["speclab.measure.cpu_speed", "--layouts", "multiprocess", "--engines", "1", "--methods", "ngram", "--k", "1",
      "--prompts-per-category", "1", "--output-len", "16", "--enforce-eager"],
 ], ids=["bench", "cpu_speed"])
 def test_sigterm_leaves_no_engine_behind(command, target_dir):
@@ -128,14 +128,14 @@ def test_one_ctrl_c_during_engine_start_exits_at_once(whom, target_dir):
     engine is starting, the command ends within seconds with 130 and leaves no process behind.
 
     vLLM waits for its engine's ready message in a C-level poll that a signal delivered to another thread
-    does not interrupt, and an engine process killed by the Ctrl-C never answers (speclab.start_watch)."""
+    does not interrupt, and an engine process killed by the Ctrl-C never answers (speclab.vllm_layer.start_watch)."""
     import os
     import signal
     import time
 
     import psutil
 
-    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", "bench", "--method", "ngram", "--num-prompts", "2",
+    proc = subprocess.Popen([sys.executable, "-m", "speclab", "bench", "--method", "ngram", "--num-prompts", "2",
                              "--output-len", "16"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     parent = psutil.Process(proc.pid)
@@ -165,7 +165,7 @@ def test_ctrl_c_during_a_lesson_leaves_no_partial_notebook_and_frees_the_folder(
     import psutil
 
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", "run", "--only", "02", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "speclab", "run", "--only", "02", "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             preexec_fn=_ctrl_c_as_in_a_terminal)
     parent = psutil.Process(proc.pid)

@@ -4,7 +4,7 @@ A lesson's prose keeps reasons and conclusions, never typed figures (a cell prin
 ``data/reference/``). Each conclusion about measured results is listed in ``tests/conclusions/NN.py``
 as (results file, a fragment that stands verbatim in the lesson's markdown, a predicate over that
 results file; a predicate of two arguments also gets the reference's profile, to read another of its
-files with ``speclab.reference.results``). This test fails when the fragment is no longer in the
+files with ``speclab.measure.reference.results``). This test fails when the fragment is no longer in the
 lesson (the prose changed: update the entry with it) or when a reference run no longer bears the
 conclusion out (the data changed: change the conclusion, not the data).
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from speclab import reference
-from speclab.runner import NOTEBOOKS
+from speclab.cli.runner import NOTEBOOKS
+from speclab.measure import reference
 
 HERE = Path(__file__).resolve().parent / "conclusions"
 

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from speclab import configs, migration, validation
-from speclab.configs import ConfigError
+from speclab.vllm_layer import configs, migration, validation
+from speclab.vllm_layer.configs import ConfigError
+from speclab.models.profiles import PROFILES
 
 
 def test_seed_defaults():
@@ -199,7 +200,7 @@ def test_migrate_errors_and_passthrough():
 def test_newer_methods_build_and_need_their_drafters():
     assert configs.build("ngram_gpu", 3) == {"method": "ngram_gpu", "num_speculative_tokens": 3,
                                              "prompt_lookup_max": 5, "prompt_lookup_min": 2}
-    assert configs.for_profile("cpu-tiny", "ngram_gpu", 4)["num_speculative_tokens"] == 4
+    assert configs.for_profile(PROFILES["cpu-tiny"], "ngram_gpu", 4)["num_speculative_tokens"] == 4
     assert configs.dflash("z-lab/Qwen3-8B-DFlash-b16", 15) == {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16",
                                                                "num_speculative_tokens": 15}
     for method in configs.BLOCK_DRAFTERS:
@@ -207,11 +208,11 @@ def test_newer_methods_build_and_need_their_drafters():
             configs.build(method, 4)
     with pytest.raises(ConfigError, match="prompt_lookup_min \\(4\\) > prompt_lookup_max \\(3\\)"):
         configs.ngram_gpu(3, prompt_lookup_max=3, prompt_lookup_min=4)
-    assert configs.for_profile("gpu-qwen3-8b", "dflash", 15)["model"] == "z-lab/Qwen3-8B-DFlash-b16"
+    assert configs.for_profile(PROFILES["gpu-qwen3-8b"], "dflash", 15)["model"] == "z-lab/Qwen3-8B-DFlash-b16"
 
 
 def test_methods_are_read_from_the_installed_vllm(monkeypatch):
-    from speclab import vllm_features
+    from speclab.vllm_layer import vllm_features
 
     known = vllm_features.speculative_methods()
     assert {"ngram", "eagle3", "ngram_gpu", "dflash", "dspark", "deepseek_mtp"} <= known  # 0.26 and 0.32 have them
@@ -252,9 +253,39 @@ def test_block_drafters_checked_against_their_target(tmp_path):
 
 
 def test_the_shipped_dflash_shape_fits_qwen3_8b_and_not_llama():
-    from speclab import shapes
+    from speclab.models import shapes
 
     drafter = configs.dflash(str(shapes.shape_dir("dflash-qwen3-8b")), 15)
     assert validation.validate(drafter, target=str(shapes.shape_dir("qwen3-8b")), version=(0, 32, 0))
     with pytest.raises(ConfigError, match="reads target layer 33 but the target has 32 layers"):
         validation.validate(drafter, target=str(shapes.shape_dir("llama-3.1-8b")), version=(0, 32, 0))
+
+
+def test_a_run_checks_each_config_once_before_its_first_engine(target_dir, monkeypatch, tmp_path):
+    from speclab.measure import bench
+    from speclab.models.profiles import get_profile
+    from speclab.vllm_layer import engine
+
+    calls = []
+    real = validation.validate
+    monkeypatch.setattr(validation, "validate", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    profile = get_profile("cpu-tiny")
+    runs = engine.checked_runs(profile, {"ngram": configs.ngram(3), "none": None})
+    assert len(calls) == 1 and validation.is_checked(runs["ngram"], target_dir) and runs["none"] is None
+    assert runs["ngram"] == configs.ngram(3)  # the config as built, so records show what the user asked for
+    assert engine.checked_runs(profile, runs) == runs and len(calls) == 1  # checked already: not again
+    assert not validation.is_checked(runs["ngram"], target_dir, tensor_parallel_size=2)
+    assert not validation.is_checked(dict(runs["ngram"]), target_dir)  # a copy is a new config
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Holder:
+        config: dict
+
+    copied = dataclasses.asdict(Holder(runs["ngram"]))["config"]  # a result's record rebuilds its dicts
+    assert copied == runs["ngram"] and not validation.is_checked(copied, target_dir)
+    # a bad third config stops a sweep before its baseline engine, not after two engines ran
+    monkeypatch.setattr(bench, "run_one", lambda *a, **kw: pytest.fail("an engine started before every config passed"))
+    bad = {"method": "eagle", "num_speculative_tokens": 3, "model": str(tmp_path / "no-such-head")}
+    with pytest.raises(ConfigError, match="no-such-head"):
+        bench.sweep(profile, [configs.ngram(3), configs.ngram(5), bad], [[1, 2, 3]], bench.greedy(4))

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from speclab import synthetic, theory
+from speclab.algorithms import theory
+from speclab.measure import synthetic
 
 # the field notes' H200 numbers (8B-shaped target, 1B-shaped draft): plain step 5.07 ms,
 # speculative step about 6.5 ms plus 1.4 ms per draft token

@@ -1,8 +1,10 @@
-"""The CPU benchmark's arithmetic by hand, and its refusals (``python -m speclab.cpu_speed``)."""
+"""The CPU benchmark's arithmetic by hand, and its refusals (``python -m speclab.measure.cpu_speed``)."""
 
 import pytest
 
-from speclab import bench, cpu_speed, metrics
+from speclab.algorithms.counters import SpecCounters
+from speclab.measure import bench, cpu_speed
+from speclab.models.profiles import PROFILES
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -18,7 +20,7 @@ def test_the_benchmark_refuses_bad_input_before_any_engine(argv, message, capsys
 
 
 def run(tokens: int, seconds: float, accepted: int = 0, drafts: int = 0) -> bench.RunStats:
-    counters = metrics.SpecCounters(num_drafts=drafts, num_draft_tokens=3 * drafts, num_accepted_tokens=accepted)
+    counters = SpecCounters(num_drafts=drafts, num_draft_tokens=3 * drafts, num_accepted_tokens=accepted)
     return bench.RunStats("x", 1, tokens, seconds, counters)
 
 
@@ -59,6 +61,6 @@ def test_rows_hold_medians_over_fresh_engines_and_speedups_against_the_baseline_
 
 
 def test_every_method_runs_at_every_k_after_the_baseline():
-    chosen = cpu_speed.method_configs("cpu-tiny", ["ngram"], [3, 5])
+    chosen = cpu_speed.method_configs(PROFILES["cpu-tiny"], ["ngram"], [3, 5])
     assert list(chosen) == ["baseline", "ngram k=3", "ngram k=5"] and chosen["baseline"] is None
     assert chosen["ngram k=5"]["num_speculative_tokens"] == 5 and chosen["ngram k=5"]["prompt_lookup_min"] == 2

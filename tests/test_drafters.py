@@ -6,9 +6,11 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from speclab import drafter_layouts, drafter_packing, drafters, random_drafters, train, validation
-from speclab.engine import IN_PROCESS_ENV
-from speclab.profiles import PROFILES, SpeclabError
+from speclab import train
+from speclab.models import drafter_layouts, drafter_packing, drafters, random_drafters
+from speclab.models.profiles import PROFILES, SpeclabError
+from speclab.vllm_layer import validation
+from speclab.vllm_layer.engine import IN_PROCESS_ENV
 
 
 def tensor_names(folder):

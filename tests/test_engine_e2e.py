@@ -1,9 +1,13 @@
 """Real vLLM on the CPU profile: speculation must not change greedy output, and must be measured."""
 
 import pytest
-
 from conftest import NGRAM_K, OUTPUT_LEN
-from speclab import equality, lookup
+
+from speclab.algorithms import ngram_lookup
+from speclab.algorithms.counters import SpecCounters
+from speclab.measure import bench, equality, metrics
+from speclab.models.profiles import PROFILES
+from speclab.vllm_layer import configs
 
 pytestmark = pytest.mark.engine
 
@@ -35,7 +39,7 @@ def test_snapshots_measure_two_runs_apart(greedy_runs):
 
 
 def test_plain_python_lookup_predicts_vllm(greedy_runs, lesson_prompts):
-    """Replaying the n-gram run's own output through speclab.lookup predicts vLLM's ngram counters.
+    """Replaying the n-gram run's own output through speclab.algorithms.ngram_lookup predicts vLLM's ngram counters.
 
     Its own output, not the baseline's: where a near-tie made the two part, vLLM drafted from its own
     text. Drafts and draft tokens match exactly. Accepted tokens match except for answers cut by
@@ -44,7 +48,7 @@ def test_plain_python_lookup_predicts_vllm(greedy_runs, lesson_prompts):
     _, inputs = lesson_prompts
     predicted, cut = [], 0
     for inp, out in zip(inputs, greedy_runs["ngram"].token_ids):
-        predicted.append(lookup.replay(inp["prompt_token_ids"], out, k=NGRAM_K, min_n=2, max_n=5))
+        predicted.append(ngram_lookup.replay(inp["prompt_token_ids"], out, k=NGRAM_K, min_n=2, max_n=5))
         cut += len(out) == OUTPUT_LEN
     total = sum(predicted[1:], predicted[0])
     measured = greedy_runs["ngram"].counters
@@ -52,7 +56,37 @@ def test_plain_python_lookup_predicts_vllm(greedy_runs, lesson_prompts):
     assert total.num_accepted_tokens <= measured.num_accepted_tokens <= total.num_accepted_tokens + NGRAM_K * cut
 
 
+def test_a_requests_own_counters_add_up_to_the_engines(lesson_prompts):
+    from speclab.vllm_layer.engine import open_engine
+
+    _, inputs = lesson_prompts
+    with open_engine(PROFILES["cpu-tiny"], configs.ngram(NGRAM_K), enforce_eager=True,
+                     per_request_spec_decode_metrics="summary") as llm:
+        before = metrics.snapshot(llm)
+        run = bench.measure(llm, inputs, bench.greedy(OUTPUT_LEN), "ngram")  # from each request's own
+        assert run.counters.num_drafts > 0
+        assert run.counters == metrics.snapshot(llm) - before
+
+
+def test_engines_taking_turns_measure_every_prompt_on_each(lesson_prompts, greedy_runs):
+    _, inputs = lesson_prompts
+    groups = {str(i): ([inp], bench.greedy(OUTPUT_LEN)) for i, inp in enumerate(inputs)}
+    lines = []
+    turns = bench.taking_turns(PROFILES["cpu-tiny"], {"baseline": None, "ngram": configs.ngram(NGRAM_K)}, groups,
+                               log=lines.append, enforce_eager=True)
+    assert lines == ["baseline, ngram: 2 engines open at once, each prompt runs on every one in turn"]
+    assert {label: list(runs) for label, runs in turns.items()} == {"baseline": ["0", "1", "2", "3"],
+                                                                     "ngram": ["0", "1", "2", "3"]}
+    base, ngram = (bench.combine(list(turns[label].values())) for label in ("baseline", "ngram"))
+    assert base.counters == SpecCounters()  # the n-gram engine beside it does not count for it
+    # the n-gram engine's counters are its own: the same as one engine alone counts for these prompts
+    assert ngram.counters.num_drafts > 0
+    assert ngram.counters.acceptance_length == pytest.approx(greedy_runs["ngram"].counters.acceptance_length, rel=0.2)
+    equality.check_runs(base, ngram).require("engines taking turns")
+    equality.check_runs(greedy_runs["baseline"], base).require("a baseline taking turns")
+
+
 def test_no_engine_process_left(greedy_runs):
-    from speclab.engine import engine_processes
+    from speclab.vllm_layer.engine import engine_processes
 
     assert engine_processes() == []

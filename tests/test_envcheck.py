@@ -1,6 +1,6 @@
 """Lesson 00's environment report: one line when the installed vLLM is not the verified release."""
 
-from speclab import envcheck
+from speclab.vllm_layer import envcheck
 
 
 def test_the_verified_release_gets_no_note():
@@ -27,7 +27,7 @@ def test_this_machines_report_names_its_vllm():
 def test_the_install_extras_pin_the_verified_releases():
     import tomllib
 
-    from speclab.models import REPO_ROOT
+    from speclab.files import REPO_ROOT
 
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["gpu"] == [f"vllm=={envcheck.VERIFIED_VLLM['cuda']}"]

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from speclab import equality
+from speclab.measure import equality
 
 
 def _step(*logprobs):

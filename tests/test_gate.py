@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from speclab import configs, validation
-from speclab.configs import ConfigError
+from speclab.vllm_layer import configs, validation
+from speclab.vllm_layer.configs import ConfigError
+from speclab.models.profiles import PROFILES
 
 FAST_S = 8.0
 ENV = dict(os.environ, SPECLAB_DEVICE="cpu", SPECLAB_WEIGHTS="real")
@@ -112,7 +113,7 @@ CLI_CASES = [
 def run_cli(argv, timeout=60.0, env=None):
     """The console command in its own session: on a timeout the whole group goes (an engine included)."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "speclab.cli", *argv],
+    proc = subprocess.Popen([sys.executable, "-m", "speclab", *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**ENV, **(env or {})}, start_new_session=True)
     try:
@@ -171,7 +172,7 @@ def test_cuda_forced_on_a_machine_without_a_gpu_is_refused():
 def test_a_cache_that_cannot_be_written_is_one_line(value, message, bad):
     value, message = value.replace("{bad}", str(bad)), message.replace("{bad}", str(bad))
     for argv in (["env"], ["bench"], ["models", "fetch"]):
-        proc = subprocess.run([sys.executable, "-m", "speclab.cli", *argv], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "speclab", *argv], capture_output=True, text=True,
                               env=dict(ENV, SPECLAB_CACHE=value), timeout=60)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (argv, proc.stderr[-800:])
@@ -201,7 +202,7 @@ def test_more_prompts_than_the_set_has_is_said_once(target_dir):
 def test_gate_imports_neither_vllm_nor_torch(bad):
     """Every case in one process: afterwards neither vLLM nor torch is in sys.modules."""
     cases = [[a.replace("{bad}", str(bad)) for a in argv] for argv, _ in CLI_CASES]
-    script = ("import contextlib, io, json, sys\nfrom speclab.cli import main\ncodes = []\n"
+    script = ("import contextlib, io, json, sys\nfrom speclab.cli.main import main\ncodes = []\n"
               f"for argv in {cases!r}:\n"
               "    with contextlib.redirect_stderr(io.StringIO()):\n"
               "        try:\n            codes.append(main(argv))\n"
@@ -270,7 +271,7 @@ def _bad_configs(tmp_path):
          "draft_tensor_parallel_size must be a whole number >= 1, got 0"),
         (lambda: validation.validate(configs.eagle("e", target=None, draft_tensor_parallel_size=2)),
          "draft_tensor_parallel_size=2 with target tensor_parallel_size=1: vLLM accepts only 1"),
-        (lambda: configs.for_profile("cpu-tiny", "bogus"), "unknown method 'bogus'"),
+        (lambda: configs.for_profile(PROFILES["cpu-tiny"], "bogus"), "unknown method 'bogus'"),
     ]
 
 
@@ -289,7 +290,7 @@ def test_validate_keeps_good_configs(tmp_path):
     for config in (configs.ngram(3), configs.draft_model("meta-llama/Llama-3.2-1B-Instruct", 2, max_model_len=2048),
                    configs.eagle3(str(head), target=None), configs.eagle("local:drafter-eagle", target=None),
                    configs.mtp(1), configs.draft_model("d", quantization="fp8"),
-                   configs.for_profile("cpu-tiny", "eagle3", 3),
+                   configs.for_profile(PROFILES["cpu-tiny"], "eagle3", 3),
                    {**configs.ngram(3), "disable_padded_drafter_batch": True}):
         assert validation.validate(config, version=(0, 32, 0)) == config
     assert validation.validate(None, target="no-org/no-such-model") is None  # an id, not a path: the Hub decides

@@ -8,7 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from speclab import ipc
+from speclab.vllm_layer import ipc
+from speclab.models.profiles import PROFILES
 
 
 def _sockets(folder: Path) -> set[str]:
@@ -16,10 +17,10 @@ def _sockets(folder: Path) -> set[str]:
 
 
 def test_a_closed_engine_leaves_no_socket_in_tmp(target_dir):
-    from speclab.engine import open_engine
+    from speclab.vllm_layer.engine import open_engine
 
     before = _sockets(Path(tempfile.gettempdir()))
-    with open_engine("cpu-tiny", enforce_eager=True, max_model_len=256) as llm:
+    with open_engine(PROFILES["cpu-tiny"], enforce_eager=True, max_model_len=256) as llm:
         assert os.environ[ipc.ENV] == str(ipc.folder())
         inside = _sockets(ipc.folder())
         assert llm.generate(["Hi"], use_tqdm=False)
@@ -33,7 +34,7 @@ def test_a_folder_of_a_dead_process_is_removed_and_ours_goes_at_exit():
     dead = tmp_path / "ipc" / "999999999"
     dead.mkdir(parents=True)
     (dead / "stale-socket").write_text("")
-    code = "from speclab import ipc; print(ipc.folder())"
+    code = "from speclab.vllm_layer import ipc; print(ipc.folder())"
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, SPECLAB_CACHE=str(tmp_path)),
                          capture_output=True, text=True, check=True).stdout.strip()
     assert Path(out).parent == tmp_path / "ipc"

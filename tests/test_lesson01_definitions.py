@@ -1,5 +1,5 @@
 """Lesson 01 writes the speculative step out in its own cells (tagged ``define``); these tests hold
-those functions to ``speclab.toy``.
+those functions to ``speclab.algorithms.toy``.
 
 The lesson's functions draw their random numbers in the package's order (one uniform per sampled
 token, the k acceptance uniforms in one call after drafting, then the residual or bonus sample), so
@@ -13,18 +13,10 @@ import itertools
 
 import pytest
 import torch
-from notebook_defs import defining_cells, lesson_definitions, not_definitions, not_the_lessons_own
 
-from speclab import toy
+from speclab.algorithms import toy
 
 LESSON = "01"
-TAUGHT = ("sample", "draft_tokens", "verify", "residual_distribution", "speculative_step",
-          "generate_speculative", "greedy_step")
-
-
-@pytest.fixture(scope="module")
-def lesson() -> dict:
-    return lesson_definitions(LESSON)
 
 
 def gen(seed: int) -> torch.Generator:
@@ -40,17 +32,6 @@ def wrong_p(p, q):
 
 
 # --------------------------------------------------------------------------- the cells themselves
-
-
-def test_defining_cells_hold_only_imports_and_definitions():
-    assert len(defining_cells(LESSON)) >= 5
-    assert not_definitions(LESSON) == []
-
-
-def test_the_lesson_defines_the_algorithm_itself(lesson):
-    """The functions are the lesson's own code, not the package's under the same names."""
-    assert not_the_lessons_own(lesson, LESSON, TAUGHT) == []
-    assert not any("speclab" in source for source in defining_cells(LESSON))
 
 
 def test_later_cells_demonstrate_with_the_lessons_functions():

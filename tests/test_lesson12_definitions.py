@@ -5,31 +5,17 @@
 """
 
 import pytest
-from notebook_defs import defining_cells, lesson_definitions, not_definitions, not_the_lessons_own
+from notebook_defs import defining_cells
 
-from speclab import synthetic, theory
+from speclab.algorithms import theory
+from speclab.measure import synthetic
 
 LESSON = "12"
-TAUGHT = ("fit_step_cost", "step_costs", "leave_one_out")
-
-
-@pytest.fixture(scope="module")
-def lesson() -> dict:
-    return lesson_definitions(LESSON)
 
 
 @pytest.fixture(scope="module")
 def surface() -> dict:
     return synthetic.load_reference("speedup_surface")
-
-
-def test_defining_cells_hold_only_imports_and_definitions():
-    assert len(defining_cells(LESSON)) == 2
-    assert not_definitions(LESSON) == []
-
-
-def test_the_lesson_defines_them_itself(lesson):
-    assert not_the_lessons_own(lesson, LESSON, TAUGHT) == []
 
 
 def test_the_fit_by_hand(lesson):

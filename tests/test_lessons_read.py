@@ -6,7 +6,7 @@ import re
 import nbformat
 import pytest
 
-from speclab.runner import NOTEBOOKS, series
+from speclab.cli.runner import NOTEBOOKS, series
 
 BOOKS = series()
 WYSS_MAX_WORDS = 150  # per lesson

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from speclab import loadgen, loadtest
-from speclab.livemetrics import MetricsSample, MetricsTrace
-from speclab.loadgen import LevelResult, RequestResult
-from speclab.loadtest import LoadComparison, LoadRun
-from speclab.metrics import SpecCounters
-from speclab.profiles import SpeclabError
-from speclab.server import free_port
+from speclab.algorithms.counters import SpecCounters
+from speclab.models.profiles import SpeclabError
+from speclab.serving import loadgen, loadtest
+from speclab.serving.loadgen import LevelResult, RequestResult
+from speclab.serving.loadtest import LoadComparison, LoadRun
+from speclab.serving.metrics_watch import MetricsSample, MetricsTrace
+from speclab.serving.server import free_port
 
 
 def test_percentile_interpolates_like_numpy():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from speclab import logs
+from speclab.vllm_layer import logs
 
 
 def test_python_fd_and_child_output_go_to_the_log_and_nothing_else(tmp_path, capfd):

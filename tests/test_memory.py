@@ -2,9 +2,13 @@
 
 import pytest
 
-from speclab import memory, model_config, plots
-from speclab.memory import GIB, Allowance, kv_bytes_per_token, parameter_count, parameter_counts, plan, weight_bytes
-from speclab.profiles import SpeclabError
+from speclab.algorithms import memory
+from speclab.algorithms.memory import (GIB, Allowance, kv_bytes_per_token, parameter_count, parameter_counts, plan,
+                                       weight_bytes)
+from speclab.measure import plots
+from speclab.models import model_config
+from speclab.models.profiles import SpeclabError
+from speclab.models.profiles import PROFILES
 
 # sizes the publishers report (Hugging Face model pages / safetensors metadata)
 PUBLISHED = {"llama-3.1-8b": 8.03e9, "llama-3.1-70b": 70.6e9, "llama-3.2-1b": 1.24e9, "smollm2-135m": 134.5e6}
@@ -146,21 +150,21 @@ def test_provisioned_config_never_downloads(monkeypatch, tmp_path, target_dir):
     import huggingface_hub
     from huggingface_hub import constants
 
-    from speclab import models
+    from speclab.models import provision
 
     def refuse(*args, **kwargs):
         raise AssertionError("provisioned_config tried to fetch a model")
 
     for name in ("hf_hub_download", "snapshot_download"):
         monkeypatch.setattr(huggingface_hub, name, refuse)
-    assert model_config.provisioned_config("gpu-synthetic")["hidden_size"] == 4096  # a shape: always on disk
-    cfg = model_config.provisioned_config("cpu-tiny")  # provisioned by the session's fixture
+    assert model_config.provisioned_config(PROFILES["gpu-synthetic"])["hidden_size"] == 4096  # a shape: always on disk
+    cfg = model_config.provisioned_config(PROFILES["cpu-tiny"])  # provisioned by the session's fixture
     assert (cfg["hidden_size"], cfg["num_hidden_layers"]) == (576, 30)
-    monkeypatch.setattr(models, "fetch_smollm2", refuse)  # from here on, nothing is on disk
+    monkeypatch.setattr(provision, "fetch_smollm2", refuse)  # from here on, nothing is on disk
     monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
-    assert model_config.provisioned_config("cpu-tiny") is None
-    assert model_config.provisioned_config("gpu-llama8b") is None
+    assert model_config.provisioned_config(PROFILES["cpu-tiny"]) is None
+    assert model_config.provisioned_config(PROFILES["gpu-llama8b"]) is None
 
 
 def test_plan_knows_the_eagle_shapes_by_name():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from speclab import metrics
-from speclab.metrics import SpecCounters
+from speclab.algorithms.counters import SpecCounters
+from speclab.measure import metrics
 
 
 def test_derived_figures_by_hand():
@@ -58,6 +58,23 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",pos
 # TYPE vllm:generation_tokens_total counter
 vllm:generation_tokens_total{engine="0",model_name="m"} 999.0
 """
+
+
+def test_a_requests_own_histogram_gives_the_engine_counters():
+    # a real n-gram request (k=3, 96 tokens): vLLM's engine counters for it read 24 drafts, 72 draft tokens,
+    # 62 accepted, per position (22, 20, 20); its own histogram of accepted drafts per step was [2, 2, 0, 20]
+    own = {"acceptance_histogram": [2, 2, 0, 20], "num_draft_tokens": 72, "num_spec_tokens": 3}
+    assert metrics.from_request(own) == SpecCounters(24, 72, 62, (22, 20, 20))
+    assert metrics.from_request(None) == SpecCounters()
+
+    from vllm.v1.metrics.stats import RequestSpecDecodeMetrics  # the object an offline engine returns
+
+    request = RequestSpecDecodeMetrics.new(num_spec_tokens=2)
+    for drafted, accepted in [(2, 2), (2, 0), (1, 1), (2, 1)]:
+        request.observe(num_draft_tokens=drafted, num_accepted=accepted)
+    counters = metrics.from_request(request)
+    assert counters == SpecCounters(4, 7, 4, (3, 1))
+    assert counters.acceptance_length == request.to_dict()["mean_acceptance_length"] == 2.0
 
 
 def test_from_prometheus_both_spellings():

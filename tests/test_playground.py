@@ -2,15 +2,16 @@
 
 import pytest
 
-from speclab.configs import ConfigError
-from speclab.engine import engine_processes
-from speclab.playground import Playground
+from speclab.measure.playground import Playground
+from speclab.vllm_layer.configs import ConfigError
+from speclab.vllm_layer.engine import engine_processes
+from speclab.models.profiles import PROFILES
 
 pytestmark = pytest.mark.engine
 
 
 def test_knobs_rerun_on_warm_engines_and_k_reopens_only_the_speculative_one():
-    with Playground("cpu-tiny", "ngram", 2, source="workloads", prompts_per_category=1) as play:
+    with Playground(PROFILES["cpu-tiny"], "ngram", 2, source="workloads", prompts_per_category=1) as play:
         baseline = play.baseline
         greedy = play.run("code", temperature=0.0, max_tokens=24)
         assert (greedy.method, greedy.k, greedy.max_tokens) == ("ngram", 2, 24)
@@ -29,5 +30,5 @@ def test_knobs_rerun_on_warm_engines_and_k_reopens_only_the_speculative_one():
 
 def test_a_bad_method_stops_before_any_engine():
     with pytest.raises(ConfigError):
-        Playground("cpu-tiny", "no-such-method", 2)
+        Playground(PROFILES["cpu-tiny"], "no-such-method", 2)
     assert engine_processes() == []

@@ -7,8 +7,9 @@ from collections import Counter
 
 import pytest
 
-from speclab.prompts import BUNDLED_DIR, Prompt, apply_chat_template, bundled, categories, chat_messages, load_prompts
-from speclab.profiles import SpeclabError
+from speclab.measure.prompts import (BUNDLED_DIR, Prompt, apply_chat_template, bundled, categories, chat_messages,
+                                     load_prompts)
+from speclab.models.profiles import SpeclabError
 
 WORKLOADS = ["code", "chat", "summarisation", "rag", "translation", "maths"]
 
@@ -219,7 +220,7 @@ def test_hub_dataset_fails_fast_offline(monkeypatch):
 
 @pytest.fixture(scope="module")
 def smollm2_folder():
-    from speclab.models import fetch_smollm2
+    from speclab.models.provision import fetch_smollm2
 
     try:
         return fetch_smollm2(quiet=True)

@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from speclab import reference  # noqa: E402
 from speclab.errors import SpeclabError  # noqa: E402
+from speclab.measure import reference  # noqa: E402
 
 RESULTS = {"method": "eagle", "acceptance_length": 1.9138, "per_position_rates": [0.55, 0.25, 0.11],
            "by_category": {"code": {"speedup": 2.5}}}
@@ -54,6 +54,13 @@ def test_table_puts_the_learners_run_beside_each_stored_reference(stored):
     assert lines[3].split() == ["speedup", "1.23x", "0.95x", "-"]
     assert "cpu-tiny: CPU: 2 cores, AMD EPYC (AVX2, AVX-512), vLLM 0.32.0 (cpu), 2026-12-06" in text
     assert "gpu-tiny: no stored reference" in text
+
+
+def test_a_lessons_second_results_file_says_where_its_lesson_ran(stored):
+    (stored / "results" / "04_second_table.json").write_text(json.dumps(RESULTS))
+    assert reference.where("04_second_table", "cpu-tiny") == reference.where("04_eagle", "cpu-tiny")
+    assert reference.where("04_second_table", "cpu-tiny").startswith("cpu-tiny: CPU: 2 cores")
+    assert reference.where("05_mtp", "cpu-tiny") == "cpu-tiny: no stored reference"
 
 
 def test_a_run_being_recorded_leaves_its_own_column_out(stored, monkeypatch):
@@ -192,14 +199,14 @@ def test_stale_tells_prose_from_code_and_sync_mends_only_prose(stored, tmp_path)
 
 @pytest.mark.parametrize("profile", reference.SHOWN)
 def test_stored_reference_notebooks_are_the_current_lessons(profile):
-    from speclab.runner import NOTEBOOKS
+    from speclab.cli.runner import NOTEBOOKS
 
-    assert reference.stale(profile, NOTEBOOKS) == {}, "run python -m speclab.reference"
+    assert reference.stale(profile, NOTEBOOKS) == {}, "run python -m speclab.measure.reference"
 
 
 @pytest.mark.parametrize("profile", reference.SHOWN)
 def test_every_lesson_has_a_reference_run_with_its_results(profile):
-    from speclab.runner import series
+    from speclab.cli.runner import series
 
     lessons = {b.stem for b in series()}
     folder = reference.folder(profile)
@@ -224,3 +231,32 @@ def test_the_readme_quotes_the_gpu_series_wall_time_it_points_to():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     minutes = sum(e["seconds"] for e in reference.run_info("gpu-tiny")["lessons"].values()) / 60
     assert f"about {minutes:.0f} minutes on one H100 with `gpu-tiny`" in readme
+
+
+def test_a_recorded_run_that_is_stopped_keeps_the_lessons_that_finished(stored, tmp_path, monkeypatch):
+    """``speclab run --record`` stores each lesson as it passes: a run stopped in its third lesson (Ctrl-C, or
+    a machine taken back) leaves the first two recorded, each with its own finish time."""
+    from speclab.cli import runner
+
+    run, _ = _run_folder(tmp_path)  # the executed notebooks and results a fake execute hands back
+    books = [tmp_path / "lessons" / name for name in ("04_eagle.ipynb", "05_mtp.ipynb", "06_medusa.ipynb")]
+    finished = []
+
+    def execute(book, out_dir, params, **_):
+        if book.name == "06_medusa.ipynb":
+            raise KeyboardInterrupt
+        assert out_dir == run / "notebooks" and (out_dir / book.name).is_file()
+        finished.append(book.name)
+        return True, 10.0 * len(finished), None
+
+    monkeypatch.setattr(runner, "series", lambda only=None: books)
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(runner, "device_name", lambda: "GPU: NVIDIA H100")
+    monkeypatch.setattr(runner, "versions", lambda: {"vllm": "0.26.0", "vllm_build": "cuda", "torch": "2.11.0"})
+    with pytest.raises(KeyboardInterrupt):
+        runner.main_job("gpu-tiny", run, None, {}, record=True)
+    lessons = reference.run_info("gpu-tiny")["lessons"]
+    assert {name: entry["seconds"] for name, entry in lessons.items()} == {"04_eagle": 10.0, "05_mtp": 20.0}
+    assert lessons["04_eagle"]["date"] <= lessons["05_mtp"]["date"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["complete"] is False and [e["notebook"] for e in summary["notebooks"]] == finished

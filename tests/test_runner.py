@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from speclab import runner
+from speclab.cli import runner
 
 BOOKS = [Path(f"{n}.ipynb") for n in ("00_a", "01_b", "02_c")]
 
@@ -52,7 +52,7 @@ def test_expected_times_come_from_this_machines_newest_default_run(tmp_path):
 
 
 def test_without_a_run_the_reference_runs_times_are_used(tmp_path):
-    from speclab import reference
+    from speclab.measure import reference
 
     stored = runner.expected_seconds("cpu-tiny", tmp_path)
     assert stored == {lesson: e["seconds"] for lesson, e in reference.run_info("cpu-tiny")["lessons"].items()}
@@ -77,7 +77,7 @@ def test_lesson_engines_run_in_the_kernel_unless_the_caller_chose(monkeypatch, t
 
 
 def test_recorded_gpu_results_say_where_they_ran():
-    from speclab import reference
+    from speclab.measure import reference
 
     rec = reference.recorded("14_suffix_decoding")
     assert "NVIDIA H" in rec["recorded_on"] and rec["recorded_with"] == "vLLM 0.26.0"

@@ -9,9 +9,9 @@ no two servers run at once.
 import json
 import os
 import shlex
-import sys
 import signal
 import subprocess
+import sys
 import threading
 import time
 from argparse import Namespace
@@ -20,14 +20,15 @@ import httpx
 import psutil
 import pytest
 
-from speclab import configs, livemetrics, loadgen, loadtest
-from speclab.clients import curl_command, request_acceptance, stream_timed
-from speclab.commands import config_from_args
-from speclab.configs import ConfigError
-from speclab.metrics import from_prometheus, metric_values
-from speclab.profiles import SpeclabError, get_profile
-from speclab.server import ServerError, group_processes, serve, server_argv
-from speclab.vllm_features import has_per_request_spec_metrics
+from speclab.cli.commands import config_from_args
+from speclab.measure.metrics import from_prometheus, metric_values
+from speclab.models.profiles import PROFILES, SpeclabError, get_profile
+from speclab.serving import loadgen, loadtest, metrics_watch
+from speclab.serving.clients import curl_command, request_acceptance, stream_timed
+from speclab.serving.server import ServerError, group_processes, serve, server_argv
+from speclab.vllm_layer import configs
+from speclab.vllm_layer.configs import ConfigError
+from speclab.vllm_layer.vllm_features import has_per_request_spec_metrics
 
 K = 3
 TOKENS = 8
@@ -51,7 +52,7 @@ def _my_vllm_processes():
 
 def test_argv_uses_the_module_entry_point_and_todays_config_flag():
     cfg = configs.ngram(K)
-    argv = server_argv("cpu-tiny", cfg, port=8123, enforce_eager=True, extra_args=["--max-num-seqs", "8"])
+    argv = server_argv(PROFILES["cpu-tiny"], cfg, port=8123, enforce_eager=True, extra_args=["--max-num-seqs", "8"])
     assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == "8123"
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == cfg
@@ -59,17 +60,17 @@ def test_argv_uses_the_module_entry_point_and_todays_config_flag():
     assert "--enforce-eager" in argv and argv[-2:] == ["--max-num-seqs", "8"]  # extra args last: they win
     # a bare flag, once: vLLM would read a stray "True" after it as a positional model tag
     assert argv.count("--enforce-eager") == 1 and "True" not in argv
-    compiled = server_argv("cpu-tiny", cfg, port=8123, enforce_eager=False)
+    compiled = server_argv(PROFILES["cpu-tiny"], cfg, port=8123, enforce_eager=False)
     assert "--enforce-eager" not in compiled and "--no-enforce-eager" in compiled
     assert not any(a.startswith("--speculative-model") or a.startswith("--num-speculative") for a in argv)
-    room = server_argv("cpu-tiny", cfg, port=8123, host="0.0.0.0")  # a workshop room reaches it too
+    room = server_argv(PROFILES["cpu-tiny"], cfg, port=8123, host="0.0.0.0")  # a workshop room reaches it too
     assert room[room.index("--host") + 1] == "0.0.0.0"
     with pytest.raises(SpeclabError, match="listens on 127.0.0.1 .* or 0.0.0.0"):
-        server_argv("cpu-tiny", cfg, port=8123, host="10.1.2.3")  # speclab could not check it on 127.0.0.1
+        server_argv(PROFILES["cpu-tiny"], cfg, port=8123, host="10.1.2.3")  # speclab could not check it on 127.0.0.1
 
 
 def test_request_acceptance_reads_a_reply_or_says_why_there_is_none(monkeypatch):
-    from speclab import clients
+    from speclab.serving import clients
 
     reply = {"metrics": {"speculative_decoding": {
         "mean_acceptance_length": 2.2, "draft_acceptance_rate": 0.4, "acceptance_histogram": [1, 2, 1, 1],
@@ -78,8 +79,9 @@ def test_request_acceptance_reads_a_reply_or_says_why_there_is_none(monkeypatch)
                                          "length 2.20; steps by drafts accepted {0: 1, 1: 2, 2: 1, 3: 1}")
     assert "does not speculate" in request_acceptance({"choices": []})
     # this vLLM has the flag: a speculative server asks for it, a baseline one cannot (vLLM refuses it there)
-    assert server_argv("cpu-tiny", configs.ngram(K), port=8123).count("--per-request-spec-decode-metrics") == 1
-    assert "--per-request-spec-decode-metrics" not in server_argv("cpu-tiny", None, port=8123)
+    flag, cpu = "--per-request-spec-decode-metrics", PROFILES["cpu-tiny"]
+    assert server_argv(cpu, configs.ngram(K), port=8123).count(flag) == 1
+    assert flag not in server_argv(cpu, None, port=8123)
     monkeypatch.setattr(clients, "has_per_request_spec_metrics", lambda: False)  # vLLM 0.26, the GPU's
     monkeypatch.setattr(clients, "vllm_version", lambda: (0, 26, 0))
     assert request_acceptance({"choices": []}).startswith("vLLM 0.26.0 reports acceptance only in /metrics")
@@ -104,7 +106,7 @@ def test_serve_flags_build_the_config():
 def test_bad_config_caught_by_speclab_starts_nothing():
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(ConfigError, match="positive integer"):
-        with serve("cpu-tiny", {"method": "ngram", "num_speculative_tokens": 0}):
+        with serve(PROFILES["cpu-tiny"], {"method": "ngram", "num_speculative_tokens": 0}):
             pass
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
@@ -128,7 +130,7 @@ def test_config_rejected_by_vllm_fails_with_its_own_message():
     before = {p.pid for p in _my_vllm_processes()}
     bad = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 2, "prompt_lookup_min": 5}
     with pytest.raises(ServerError) as info:
-        with serve("cpu-tiny", bad, enforce_eager=True, validate=False):
+        with serve(PROFILES["cpu-tiny"], bad, enforce_eager=True, validate=False):
             pytest.fail("vLLM accepted prompt_lookup_min > prompt_lookup_max")
     message = str(info.value)
     assert "exited during start-up" in message.splitlines()[0]
@@ -140,7 +142,7 @@ def test_config_rejected_by_vllm_fails_with_its_own_message():
 def test_killing_the_server_mid_load_fails_every_client_clearly():
     prompts = loadtest.chat_prompts("workloads", 4)
     box = {}
-    with serve("cpu-tiny", None, enforce_eager=True) as s:
+    with serve(PROFILES["cpu-tiny"], None, enforce_eager=True) as s:
         assert s.counters().num_drafts == 0  # no speculation: the counters stay at zero
         worker = threading.Thread(target=lambda: box.update(levels=loadgen.run_load(
             s.base_url, s.model, prompts, [2], 6, max_tokens=512, timeout=300)))
@@ -180,7 +182,7 @@ def test_ctrl_c_inside_the_block_stops_the_whole_group():
 
 def _interrupt_a_served_block():
     with pytest.raises(KeyboardInterrupt):
-        with serve("cpu-tiny", None, enforce_eager=True) as s:
+        with serve(PROFILES["cpu-tiny"], None, enforce_eager=True) as s:
             members = s.processes()
             assert any("EngineCore" in " ".join(p.cmdline()) for p in members)
             signal.raise_signal(signal.SIGINT)  # what Ctrl-C sends
@@ -192,8 +194,9 @@ def _interrupt_a_served_block():
 
 STARTER = """
 import sys, time
-from speclab.server import start
-s = start("cpu-tiny", None, enforce_eager=True)
+from speclab.models.profiles import PROFILES
+from speclab.serving.server import start
+s = start(PROFILES["cpu-tiny"], None, enforce_eager=True)
 print(s.pid, flush=True)
 time.sleep(600)
 """
@@ -225,7 +228,7 @@ def test_a_server_dies_with_the_process_that_started_it():
 
 @pytest.fixture(scope="module")
 def server():
-    with serve("cpu-tiny", configs.ngram(K), enforce_eager=True) as s:
+    with serve(PROFILES["cpu-tiny"], configs.ngram(K), enforce_eager=True) as s:
         yield s
     assert group_processes(s.pid) == [], "processes of the server's group outlived it"
 
@@ -309,11 +312,11 @@ def test_small_load_every_request_answered(server):
 def test_watch_headless_samples_while_the_work_runs(server):
     """At most ``samples``; once the work is done, one last sample that sees all of it, then stop."""
     prompts = loadtest.chat_prompts("workloads", 2)
-    trace, levels = livemetrics.watch(
+    trace, levels = metrics_watch.watch(
         server, lambda: loadgen.run_load(server.base_url, server.model, prompts, [2], 2, max_tokens=TOKENS),
         samples=50, interval=0.5)
     assert 2 <= len(trace.samples) < 50 and len(trace.series()["t"]) == len(trace.samples) - 1
     assert levels[0].succeeded == 2
     assert trace.samples[-1].generation_tokens - trace.samples[0].generation_tokens > 0  # the last one saw the load
-    idle, _ = livemetrics.watch(server, None, samples=3, interval=0.1)  # no work: exactly ``samples``
+    idle, _ = metrics_watch.watch(server, None, samples=3, interval=0.1)  # no work: exactly ``samples``
     assert len(idle.samples) == 3

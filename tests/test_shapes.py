@@ -2,8 +2,8 @@
 
 import pytest
 
-from speclab import shapes
-from speclab.profiles import PROFILES, SpeclabError
+from speclab.models import shapes
+from speclab.models.profiles import PROFILES, SpeclabError
 
 LLAMA = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.2-1b", "smollm2-135m", "eagle-llama3.1-8b", "eagle3-llama3.1-8b"}
 EXPECTED = LLAMA | {"qwen3-8b", "qwen3-0.6b", "eagle3-qwen3-8b", "mimo-7b", "dflash-qwen3-8b"}
@@ -49,7 +49,7 @@ def test_qwen3_and_mimo_shapes():
     """Qwen3-8B with its 0.6B draft and EAGLE-3 head share a vocabulary; MiMo carries one MTP layer."""
     from transformers import AutoConfig
 
-    from speclab.validation import has_mtp_layers
+    from speclab.vllm_layer.validation import has_mtp_layers
 
     q8, q06, head = (shapes.shape_config(n) for n in ("qwen3-8b", "qwen3-0.6b", "eagle3-qwen3-8b"))
     assert (q8["num_hidden_layers"], q8["hidden_size"], q8["intermediate_size"],

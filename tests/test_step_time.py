@@ -1,29 +1,31 @@
-"""Where a step's time goes (``python -m speclab.step_time``): its arithmetic by hand, its configs and refusals."""
+"""Where a step's time goes (``python -m speclab.measure.step_time``): its arithmetic by hand, its configs and
+refusals."""
 
 import json
 
 import pytest
 
-from speclab import metrics, step_time
-from speclab.profiles import SpeclabError
+from speclab.algorithms.counters import SpecCounters
+from speclab.measure import step_time
+from speclab.models.profiles import SpeclabError
 
 
 def test_a_step_is_one_target_forward_that_emits_one_plus_accepted_tokens():
-    counters = metrics.SpecCounters(num_drafts=40, num_draft_tokens=120, num_accepted_tokens=60)
+    counters = SpecCounters(num_drafts=40, num_draft_tokens=120, num_accepted_tokens=60)
     row = step_time.step_row("ngram k=3", 160, 2.0, counters)
     # 160 tokens, 60 of them accepted drafts: 100 steps of 20 ms, 1.6 tokens and 1.2 draft tokens each
     assert row["steps"] == 100 and row["step_ms"] == pytest.approx(20.0)
     assert row["tokens_per_step"] == pytest.approx(1.6) and row["draft_tokens_per_step"] == pytest.approx(1.2)
     assert row["drafted_share"] == pytest.approx(0.4) and row["tokens_per_s"] == pytest.approx(80.0)
-    plain = step_time.step_row("plain", 96, 1.92, metrics.SpecCounters())
+    plain = step_time.step_row("plain", 96, 1.92, SpecCounters())
     assert plain["steps"] == 96 and plain["step_ms"] == pytest.approx(20.0) and plain["tokens_per_step"] == 1.0
     with pytest.raises(SpeclabError, match="no steps measured"):
-        step_time.step_row("plain", 0, 1.0, metrics.SpecCounters())
+        step_time.step_row("plain", 0, 1.0, SpecCounters())
 
 
 def test_a_batched_step_counts_the_mean_request():
     # 8 requests, 768 tokens, 256 of them accepted: 64 steps per request, 60 ms each in 3.84 s
-    counters = metrics.SpecCounters(num_drafts=400, num_draft_tokens=1200, num_accepted_tokens=256)
+    counters = SpecCounters(num_drafts=400, num_draft_tokens=1200, num_accepted_tokens=256)
     row = step_time.step_row("ngram k=3", 768, 3.84, counters, batch=8)
     assert row["mode"] == "batch 8" and row["steps"] == 64 and row["step_ms"] == pytest.approx(60.0)
     assert row["tokens_per_step"] == pytest.approx(1.5) and row["draft_tokens_per_step"] == pytest.approx(1200 / 8 / 64)
@@ -49,8 +51,36 @@ def test_the_breakdown_separates_the_runner_from_the_drafts():
     assert eight["t_fixed_ms"] == pytest.approx(30.0)
 
 
+def test_ngram_speedup_is_predicted_from_tokens_over_every_step_not_the_acceptance_length(monkeypatch):
+    from types import SimpleNamespace
+
+    record = {"k_values": [3], "hardware": step_time.device_name(),  # this machine
+              "rows": [{"mode": "batch 1", "config": step_time.PLAIN, "step_ms": 10.0},
+                       {"mode": "batch 1", "config": "ngram k=3", "step_ms": 20.0}]}
+    # code: 300 tokens, 150 accepted in 50 drafts: 150 steps, a third drafting, 2 tokens a step / 2.0 = 1.00x;
+    # chat: 200 tokens, 50 accepted in 20 drafts: acceptance length 3.5, yet 150 steps of 1.33 tokens: 0.67x
+    runs = {"code": SimpleNamespace(output_tokens=300, elapsed_s=3.0, counters=SpecCounters(50, 150, 150)),
+            "chat": SimpleNamespace(output_tokens=200, elapsed_s=3.0, counters=SpecCounters(20, 60, 50))}
+    text = step_time.against({"cpu-tiny": record}, "cpu-tiny", 3, runs, measured={"code": 0.98, "chat": 0.7})
+    lines = text.splitlines()
+    assert lines[0].startswith("cpu-tiny: an n-gram step at k=3 costs 2.00 plain steps")
+    assert lines[2].split() == ["code", "4.00", "33%", "2.00", "1.00x", "0.98x"]
+    assert lines[3].split() == ["chat", "3.50", "13%", "1.33", "0.67x", "0.70x"]
+    chat = step_time.predict({"cpu-tiny": record}, "cpu-tiny", 3, runs)["chat"]
+    assert chat["predicted_speedup"] == pytest.approx(2 / 3) and chat["drafted_share"] == pytest.approx(20 / 150)
+    assert step_time.predict({"cpu-tiny": record}, "cpu-tiny", 5, runs) is None
+    # step costs from another machine: the table says so, and how to measure this one's
+    other = step_time.against({"cpu-tiny": {**record, "hardware": "GPU: 1 x Some Card"}}, "cpu-tiny", 3, runs)
+    assert other.splitlines()[1] == (
+        f"  the step costs were measured on GPU: 1 x Some Card; this machine is {step_time.device_name()}, so the "
+        "prediction can miss here: measure this machine's with python -m speclab.measure.step_time --profile "
+        "cpu-tiny --json data/step_time/cpu-tiny.json")
+    monkeypatch.setattr(step_time, "device_name", lambda: "GPU: Some Card")
+    assert step_time.elsewhere("GPU: 1 x Some Card", "gpu-tiny", "gpu-tiny") == []  # the same card, older spelling
+
+
 def test_fresh_engines_give_the_median_and_every_engine_is_kept():
-    rows = [step_time.step_row("x", 100, t, metrics.SpecCounters()) for t in (2.0, 1.0, 3.0)]
+    rows = [step_time.step_row("x", 100, t, SpecCounters()) for t in (2.0, 1.0, 3.0)]
     row = step_time.median_step_rows(rows)
     assert row["config"] == "x" and row["step_ms"] == pytest.approx(20.0) and row["step_ms_each"] == [20.0, 10.0, 30.0]
 
@@ -107,15 +137,11 @@ def test_the_lessons_table_reads_every_stored_record_cpu_first_then_smollm2_on_a
     assert third.startswith("Llama-3.1-8B-Instruct (random) ") and "1.50 plain steps" in third
 
 
-def test_a_runs_acceptance_is_read_against_what_a_step_costs():
-    records = {"gpu-tiny": record()}  # a k=3 step costs 3.25 plain steps
-    line = step_time.against(records, "gpu-tiny", 3, {"code": 3.49, "chat": 2.86})
-    assert "costs 3.25 plain steps" in line
-    assert "Too short to pay: chat;" in line and line.endswith("where most steps draft: code")
-    assert step_time.against(records, "gpu-tiny", 3, {"chat": 2.0}).endswith("draft: none")
-    assert step_time.against(records, "gpu-tiny", 4, {"chat": 2.0}).endswith("measured at k = 1, 3, not at k=4")
-    missing = step_time.against(records, "cpu-tiny", 3, {"chat": 2.0})
-    assert missing.startswith("no stored step-time measurement for cpu-tiny: python -m speclab.step_time")
+def test_a_profile_without_a_stored_step_cost_or_k_says_how_to_measure_it():
+    records = {"gpu-tiny": record()}  # measured at k = 1 and 3
+    assert step_time.against(records, "gpu-tiny", 4, {}).endswith("measured at k = 1, 3, not at k=4")
+    missing = step_time.against(records, "cpu-tiny", 3, {})
+    assert missing.startswith("no stored step-time measurement for cpu-tiny: python -m speclab.measure.step_time")
 
 
 def test_the_stored_measurements_cover_smollm2_on_both_devices_and_an_8b_target():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from speclab.metrics import SpecCounters
-from speclab.suffix import SuffixCache, SuffixTree, replay_requests
+from speclab.algorithms.counters import SpecCounters
+from speclab.algorithms.suffix import SuffixCache, SuffixTree, replay_requests
 
 
 def test_the_tree_counts_every_window_up_to_its_depth():

@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from speclab import synthetic, validation
-from speclab.configs import ConfigError
-from speclab.model_refs import resolve_model
-from speclab.profiles import SpeclabError, cuda_available, get_profile
+from speclab.measure import synthetic
+from speclab.models.model_refs import resolve_model
+from speclab.models.profiles import SpeclabError, cuda_available, get_profile
+from speclab.vllm_layer import validation
+from speclab.vllm_layer.configs import ConfigError
 
 ALL_FIELDS = set(synthetic.SYNTHETIC_FIELDS) | {"method", "model", "num_speculative_tokens"}
 
@@ -89,7 +90,7 @@ def test_stored_references_load_and_label_acceptance_as_imposed():
         ref = synthetic.load_reference(name)
         assert "imposed by hand" in ref["note"] and ref["environment"]["vllm"]
         assert "imposed by hand" in synthetic.describe(ref)
-    with pytest.raises(SpeclabError, match="run python -m speclab.gpu_sweep"):
+    with pytest.raises(SpeclabError, match="run python -m speclab.measure.gpu_sweep"):
         synthetic.load_reference("no-such-run")
 
 
@@ -103,7 +104,7 @@ def test_methods_reference_compares_drafters_at_equal_acceptance():
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
 def test_one_engine_on_the_gpu(tmp_path):
     """A short real sweep: baseline and one draft_model setting at batch 1 (about two minutes)."""
-    from speclab import gpu_sweep
+    from speclab.measure import gpu_sweep
 
     plan = gpu_sweep.surface_plan(grid=((2, 0.8),))
     rows = []
@@ -126,7 +127,7 @@ def test_tp2_reference_records_what_vllm_refuses():
 
 def test_a_point_is_the_median_of_fresh_engines():
     """Three engines of one config -> per batch size the median timing, each engine's own, and the spread."""
-    from speclab import gpu_sweep
+    from speclab.measure import gpu_sweep
 
     def engine(tps_1, tps_16):
         return [{"label": "x", "batch": b, "tokens_per_s": t, "step_ms": 1000 / t, "elapsed_s": 256 / t,
@@ -142,7 +143,7 @@ def test_a_point_is_the_median_of_fresh_engines():
 
 def test_a_rerun_measures_again_the_points_stored_from_fewer_engines():
     """Rows of an older single-engine sweep (no ``engines``) or of too few engines are not 'done'."""
-    from speclab import gpu_sweep
+    from speclab.measure import gpu_sweep
 
     three = [{"tokens_per_s": 1.0}] * 3
     doc = {"runs": [{"label": "baseline", "batch": 1, "engines": three},
@@ -193,7 +194,7 @@ def test_speedup_table_can_fit_on_one_view_and_judge_another():
 
 
 def test_a_part_without_a_baseline_takes_the_surfaces(tmp_path):
-    from speclab import gpu_sweep
+    from speclab.measure import gpu_sweep
 
     settings = {"engine": {"load_format": "dummy", "max_num_seqs": 64}}
     base = _row("baseline", "baseline", 0, 1, 200.0, [199.0, 200.0, 203.0])
@@ -215,7 +216,7 @@ def test_a_part_without_a_baseline_takes_the_surfaces(tmp_path):
 
 
 def test_block_drafting_plan_times_both_drafters_on_the_qwen3_shape():
-    from speclab import gpu_sweep
+    from speclab.measure import gpu_sweep
 
     plan = gpu_sweep.block_drafting_plan(ks=(3, 15))
     assert [(e.method, e.k) for e in plan] == [("baseline", 0), ("eagle3", 3), ("eagle3", 15), ("dflash", 3),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from speclab import theory
+from speclab.algorithms import theory
 
 
 def test_expected_tokens_by_hand():

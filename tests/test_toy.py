@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from speclab import theory, toy
+from speclab.algorithms import theory, toy
 
 
 def gen(seed: int) -> torch.Generator:

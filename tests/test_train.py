@@ -4,7 +4,11 @@ import json
 
 import pytest
 
-from speclab import configs, drafter_layouts, drafter_packing, drafters, equality, train
+from speclab import train
+from speclab.measure import equality
+from speclab.models import drafter_layouts, drafter_packing, drafters
+from speclab.vllm_layer import configs
+from speclab.models.profiles import PROFILES
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +116,7 @@ def test_document_tasks_put_each_document_that_does_not_loop_in_a_prompt():
 def test_user_turns_cut_the_turn_out_of_the_chat_template():
     from transformers import AutoTokenizer
 
-    from speclab.models import fetch_smollm2
+    from speclab.models.provision import fetch_smollm2
 
     tokenizer = AutoTokenizer.from_pretrained(str(fetch_smollm2(quiet=True)))
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What causes the tides?"}],
@@ -204,13 +208,13 @@ def test_ttt_attention_sees_only_its_own_earlier_steps():
 @pytest.mark.engine
 def test_a_trained_eagle_head_loads_in_vllm_and_keeps_greedy_outputs(small_features, tmp_path, greedy_runs,
                                                                      lesson_prompts):
-    from speclab.bench import greedy, run_one
+    from speclab.measure.bench import greedy, run_one
     from tests.conftest import OUTPUT_LEN
 
     out = tmp_path / "eagle"
     train.train("eagle", out, steps=4, batch_size=2, num_sequences=4, features=small_features, quiet=True)
     _, inputs = lesson_prompts
-    stats, _ = run_one("cpu-tiny", configs.eagle(str(out), k=3), inputs, greedy(OUTPUT_LEN), "eagle",
+    stats, _ = run_one(PROFILES["cpu-tiny"], configs.eagle(str(out), k=3), inputs, greedy(OUTPUT_LEN), "eagle",
                        enforce_eager=True)
     equality.check_runs(greedy_runs["baseline"], stats).require("a freshly trained EAGLE head")
     assert stats.counters.num_drafts > 0

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from speclab import theory, toy, trees
+from speclab.algorithms import theory, toy, trees
 
 
 def gen(seed: int) -> torch.Generator:

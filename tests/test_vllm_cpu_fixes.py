@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from speclab import vllm_cpu_fixes, vllm_features
+from speclab.vllm_layer import vllm_cpu_fixes, vllm_features
 
 
 def test_expand_by_hand():
@@ -31,7 +31,7 @@ import torch
 from vllm.platforms import current_platform
 current_platform.import_kernels()  # the CPU ops built for this processor (vllm._C needs AVX-512; AVX2 has its own)
 if sys.argv[1] == "fixed":
-    from speclab import vllm_cpu_fixes
+    from speclab.vllm_layer import vllm_cpu_fixes
     assert vllm_cpu_fixes.install()
 current_platform.register_triton_kernel_overrides()
 from vllm.v1.sample import rejection_sampler as rs
@@ -62,7 +62,7 @@ ONCE_PROBE = """
 import json
 from vllm.platforms import current_platform
 current_platform.import_kernels()
-from speclab import vllm_cpu_fixes
+from speclab.vllm_layer import vllm_cpu_fixes
 assert vllm_cpu_fixes.register_kernels_once() and vllm_cpu_fixes.register_kernels_once()  # idempotent
 from vllm.v1.worker import block_table
 current_platform.register_triton_kernel_overrides()

@@ -5,12 +5,12 @@ import gc
 import multiprocessing
 from importlib.metadata import entry_points
 
-from speclab import vllm_plugin
+from speclab.vllm_layer import vllm_plugin
 
 
 def test_vllm_finds_the_plugin_in_its_group():
     found = {e.name: e.value for e in entry_points(group="vllm.general_plugins")}
-    assert found.get("speclab") == "speclab.vllm_plugin:register"
+    assert found.get("speclab") == "speclab.vllm_layer.vllm_plugin:register"
 
 
 def test_the_process_that_opens_engines_is_left_alone():

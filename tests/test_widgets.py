@@ -1,6 +1,6 @@
 """Optional controls: headless runs build nothing; a live kernel gets one control per parameter and a Run button."""
 
-from speclab import widgets
+from speclab.measure import widgets
 
 
 def test_headless_builds_nothing():
@@ -45,7 +45,7 @@ def test_a_returned_figure_is_shown_and_closed(monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from speclab import plots
+    from speclab.measure import plots
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
@@ -71,7 +71,8 @@ def test_returned_text_is_printed_not_shown_as_a_repr(monkeypatch, capsys):
 def test_the_prediction_plot_rings_the_chosen_k_and_names_the_best():
     import matplotlib.pyplot as plt
 
-    from speclab import plots, theory
+    from speclab.algorithms import theory
+    from speclab.measure import plots
 
     fig = plots.predicted_speedup(0.8, 3, 0.05)
     ax = fig.axes[0]

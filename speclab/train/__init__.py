@@ -6,12 +6,12 @@ Three steps, each a module:
    hand-written ``train`` set, thousands it writes itself (``self_written_prompts``, Magpie-style),
    prompts built around its own answers (``passage_prompts``: RAG, summaries, code edits) and
    documents it writes with a summary or question over each (``document_rows``);
-   :mod:`~speclab.train.prompts` builds those prompts.
-2. :mod:`~speclab.train.features` (``target_features``): one forward pass of the target over every
+   :mod:`~speclab.train.prompt_builders` builds those prompts.
+2. :mod:`~speclab.train.hidden_states` (``target_features``): one forward pass of the target over every
    prompt + answer gives the hidden states the heads read and the label at every place.
 3. :mod:`~speclab.train.loop` (``train``): fits one drafter from :mod:`~speclab.train.heads`
    (``draft_model``, ``eagle``, ``eagle3``, ``medusa``, built of :mod:`~speclab.train.layers`) and
-   saves it in the layout vLLM loads (see :mod:`speclab.drafter_layouts`), with a ``card.json``.
+   saves it in the layout vLLM loads (see :mod:`speclab.models.drafter_layouts`), with a ``card.json``.
 
 :mod:`~speclab.train.recipes` holds how each shipped drafter was trained (``recipe``), and
 :mod:`~speclab.train.evaluate` measures acceptance with vLLM. ``python -m speclab.train --method
@@ -23,13 +23,12 @@ from ..errors import SpeclabError
 from .data import (DATA_FILE, answer_rows, chat_frame, document_rows, generate_data, is_hand_written, load_data,
                    self_written_prompts, user_turns)
 from .evaluate import evaluate
-from .features import MAX_LEN, Features, features_for, load_target, target_features, vocab_subset
-from .heads import (DRAFT_INIT_LAYERS, DraftModel, Eagle3Head, EagleHead, Head, MedusaHeads, build_drafter,
-                    ttt_loss)
+from .heads import DRAFT_INIT_LAYERS, DraftModel, Eagle3Head, EagleHead, Head, MedusaHeads, build_drafter, ttt_loss
+from .hidden_states import MAX_LEN, Features, features_for, load_target, target_features, vocab_subset
 from .layers import LlamaLayer, rms_norm, rope_theta, rotary
 from .loop import TrainResult, estimated_acceptance_length, held_out_accuracy, make_batch, save, train
-from .prompts import (CHAT_STARTERS, DOCUMENT_KINDS, DOCUMENT_TASKS, DOCUMENT_TOPICS, LANGUAGES, PASSAGE_TASKS,
-                      STARTERS, document_prompts, document_tasks, passage_prompts)
+from .prompt_builders import (CHAT_STARTERS, DOCUMENT_KINDS, DOCUMENT_TASKS, DOCUMENT_TOPICS, LANGUAGES, PASSAGE_TASKS,
+                              STARTERS, document_prompts, document_tasks, passage_prompts)
 from .recipes import EVAL_K, RECIPES, SHIPPED_DATA, TRAIN_METHODS, Recipe, recipe
 
 __all__ = [

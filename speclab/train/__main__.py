@@ -9,8 +9,8 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import drafters
-from ..engine import exit_on_sigterm
+from ..models import drafters
+from ..vllm_layer.engine import exit_on_sigterm
 from .data import DATA_FILE, generate_data
 from .evaluate import QUICK_CHECK, evaluate
 from .loop import train

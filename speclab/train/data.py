@@ -9,15 +9,19 @@ import json
 import os
 from pathlib import Path
 
-from .. import bench, drafters
-from ..prompts import Prompt, apply_chat_template
-from ..engine import open_engine
 from ..errors import SpeclabError
-from ..logs import import_vllm
-from ..atomic import write_atomic
-from .prompts import CHAT_STARTERS, STARTERS, document_prompts, document_tasks, passage_prompts
+from ..files import write_atomic
+from ..measure import bench
+from ..measure.prompts import Prompt, apply_chat_template
+from ..models import drafters
+from ..models.profiles import DEFAULT_CPU_PROFILE, PROFILES
+from ..vllm_layer.engine import open_engine
+from ..vllm_layer.logs import import_vllm
+from .prompt_builders import CHAT_STARTERS, STARTERS, document_prompts, document_tasks, passage_prompts
 
 DATA_FILE = drafters.SHIPPED_DIR / "selfdistill_train.jsonl"  # greedy answers, made here by generate_data (CPU)
+
+CPU_TINY = PROFILES[DEFAULT_CPU_PROFILE]  # the target the data is written for: SmolLM2-135M-Instruct on the CPU
 
 
 def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_tokens: int = 192,
@@ -39,9 +43,9 @@ def generate_data(prompts: str = "train", out: str | Path = DATA_FILE, max_token
     VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS).
     """
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1800")
-    records, inputs = bench.prompt_inputs("cpu-tiny", prompts, num_prompts=num_prompts)
+    records, inputs = bench.prompt_inputs(CPU_TINY, prompts, num_prompts=num_prompts)
 
-    with open_engine("cpu-tiny", None, enforce_eager=enforce_eager) as llm:
+    with open_engine(CPU_TINY, None, enforce_eager=enforce_eager) as llm:
         tokenizer = llm.get_tokenizer()
         lines = _answer_in_chunks(llm, records, inputs, max_tokens, samples, temperature, chunk, log, "prompts")
         if self_written:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import bench, configs, drafter_layouts, drafters
-from ..envcheck import device_name
-from ..atomic import write_json
+from ..files import write_json
+from ..measure import bench
+from ..models import drafter_layouts, drafters
+from ..models.profiles import DEFAULT_CPU_PROFILE, PROFILES, Profile
+from ..vllm_layer import configs
+from ..vllm_layer.envcheck import device_name
 from .recipes import EVAL_K
 
 # The small measurement each card keeps beside its full one: the same drafter and settings on the first
@@ -17,7 +20,8 @@ QUICK_CHECK = {"num_prompts": 8, "output_len": 32, "enforce_eager": True, "timed
 
 def evaluate(folders: dict, *, k: int = EVAL_K, prompts: str = "heldout", num_prompts: int | None = None,
              output_len: int = 128, enforce_eager: bool | None = None, write_card: bool = True, log=None,
-             profile: str = "cpu-tiny", card_key: str = "acceptance", timed: bool = True) -> dict:
+             profile: Profile = PROFILES[DEFAULT_CPU_PROFILE],
+             card_key: str = "acceptance", timed: bool = True) -> dict:
     """Acceptance with vLLM for ``{name: folder}``: one baseline, then each drafter (greedy).
 
     The method is the card's (or the name, for a folder without one; eagle3 for a head saved by

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import drafter_layouts
 from ..errors import SpeclabError
-from .features import Features, vocab_subset
+from ..models import drafter_layouts
+from .hidden_states import Features, vocab_subset
 from .layers import LlamaLayer, linear, norm_weight, rms_norm
 from .recipes import TRAIN_METHODS, recipe
 

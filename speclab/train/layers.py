@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import drafter_layouts
+from ..models import drafter_layouts
 
 
 def rms_norm(x, weight, eps: float = 1e-5):

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import torch
 
-from .. import drafter_layouts, drafter_packing, drafters
 from ..errors import SpeclabError
-from ..models import atomic_folder
+from ..files import atomic_folder
+from ..models import drafter_layouts, drafter_packing, drafters
 from .data import DATA_FILE, is_hand_written, load_data
-from .features import MAX_LEN, Features, features_for
 from .heads import Head, build_drafter
+from .hidden_states import MAX_LEN, Features, features_for
 from .recipes import EVAL_K, TRAIN_METHODS, Recipe, recipe
 
 

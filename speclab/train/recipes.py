@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import drafters
 from ..errors import SpeclabError
+from ..models import drafters
 
 TRAIN_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
 # What the shipped drafters learned from (vLLM on H200s, bf16): the target's answers to the hand-written

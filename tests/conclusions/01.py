@@ -1,4 +1,5 @@
-from speclab import memory, synthetic
+from speclab.algorithms import memory
+from speclab.measure import synthetic
 
 
 def _gpu_c():

@@ -18,13 +18,13 @@ CONCLUSIONS = [
 
 
 def _steps(name):
-    from speclab import step_time
+    from speclab.measure import step_time
 
     return step_time.stored()[name]
 
 
 def _cost(name, k=3):
-    from speclab import step_time
+    from speclab.measure import step_time
 
     return step_time.cost_in_plain_steps(_steps(name), k)
 

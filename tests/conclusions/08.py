@@ -10,6 +10,10 @@ def _cats(r):
     return r["categories"]
 
 
+def _wins(r, m):
+    return sum(w == m for w in r["winners"].values())
+
+
 def _others(r, c, m):
     return [_len(r, o, c) for o in r["acceptance_length"] if o != m]
 
@@ -23,15 +27,17 @@ CONCLUSIONS = [
      lambda r: all(1 < _len(r, "ngram", c) / _len(r, "eagle", c)
                    and r["speedup"]["ngram"][c] / r["speedup"]["eagle"][c] < _len(r, "ngram", c) / _len(r, "eagle", c)
                    for c in ("chat", "translation"))),
-    ("08_workloads", "n-gram wins RAG", lambda r: r["winners"]["rag"] == "ngram"),
-    ("08_workloads", "EAGLE wins maths", lambda r: r["winners"]["maths"] == "eagle"),
-    ("08_workloads", "EAGLE's cheap head beats the baseline in most categories",
-     lambda r: sum(v > 1.0 for v in r["speedup"]["eagle"].values()) > len(_cats(r)) / 2),
-    ("08_workloads", "the draft model, paying a full model pass per draft, wins none",
+    # on the GPU the RAG race is within noise (n-gram 1.31x vs EAGLE 1.22x in one recording, 0.92x vs 0.91x in the next),
+    # but it is the only category where n-gram's speedup comes within 10% of EAGLE's
+    ("08_workloads", "RAG, whose answers quote the passage, is the one category where n-gram keeps up with EAGLE",
+     lambda r, profile: not profile.startswith("gpu")
+     or [c for c in _cats(r) if r["speedup"]["ngram"][c] >= 0.9 * r["speedup"]["eagle"][c]] == ["rag"]),
+    ("08_workloads", "The draft model, paying a full model pass per draft, wins none",
      lambda r: "draft_model" not in r["winners"].values()),
-    ("08_workloads", "On the CPU reference n-gram and EAGLE pay in every category",
-     lambda r, profile: profile.startswith("gpu") or all(v > 1.0 for m in ("ngram", "eagle")
-                                                         for v in r["speedup"][m].values())),
+    ("08_workloads", "on the CPU reference n-gram wins most categories and EAGLE's head wins none",
+     lambda r, profile: profile.startswith("gpu") or (_wins(r, "ngram") > len(_cats(r)) / 2 and _wins(r, "eagle") == 0)),
+    ("08_workloads", "on the GPU reference EAGLE wins most",
+     lambda r, profile: not profile.startswith("gpu") or _wins(r, "eagle") > len(_cats(r)) / 2),
     ("08_workloads", "n-gram and the draft model are slower than the baseline in most categories",
      lambda r, profile: not profile.startswith("gpu") or all(sum(v < 1.0 for v in r["speedup"][m].values()) > len(_cats(r)) / 2
                                      for m in ("ngram", "draft_model"))),

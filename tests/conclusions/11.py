@@ -1,7 +1,7 @@
 def _library():
-    # the recorded speculators comparison the lesson prints (library.recorded()), not a per-profile result
-    from speclab.train import library
-    return {name: row["acceptance_length"] for name, row in library.recorded()["acceptance"].items()}
+    # the recorded speculators comparison the lesson prints (speculators_trainer.recorded()), not a per-profile result
+    from speclab.train import speculators_trainer
+    return {name: row["acceptance_length"] for name, row in speculators_trainer.recorded()["acceptance"].items()}
 
 
 def _shipped_beats_both_by_more_than_trainers_differ(r):
