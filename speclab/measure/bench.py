@@ -339,6 +339,13 @@ def table(results: list[BenchResult]) -> str:
     return "\n".join([fmt.format(*head)] + [fmt.format(*row) for row in rows])
 
 
+def warm_up_request(groups: dict[str, tuple[list, object]], names: list[str]) -> tuple[object, object]:
+    """(sampling params, prompt) of the named group that generates longest: ``warm_up``'s request for an
+    engine that will time those groups."""
+    longest = max(names, key=lambda name: getattr(groups[name][1], "max_tokens", 0) or 0)
+    return groups[longest][1], groups[longest][0][0]
+
+
 def median_run(runs: list[RunStats]) -> RunStats:
     """The run of median time among timings of the same requests (the slower middle of an even count):
     a disturbance that slowed one of them, or a lucky quiet moment, does not become the figure."""
@@ -372,8 +379,7 @@ def grid(profile: Profile, runs: dict[str, dict | None], groups: dict[str, tuple
         names = only.get(label, list(groups))
         log and log(f"{label} ...")
         with open_engine(profile, config, **engine_overrides) as llm:
-            longest = max(names, key=lambda name: getattr(groups[name][1], "max_tokens", 0) or 0)
-            warm_up(llm, groups[longest][1], groups[longest][0][0])
+            warm_up(llm, *warm_up_request(groups, names))
             timed = {name: [] for name in names}
             for _ in range(rounds):
                 for name in names:
@@ -482,8 +488,7 @@ def taking_turns(profile: Profile, runs: dict[str, dict | None], groups: dict[st
         for label, config in runs.items():
             per_request = {} if config is None else {"per_request_spec_decode_metrics": "summary"}
             engines[label] = stack.enter_context(open_engine(profile, config, **per_request, **engine_overrides))
-            inputs, sampling_params = next(iter(groups.values()))
-            warm_up(engines[label], sampling_params, inputs[0])
+            warm_up(engines[label], *warm_up_request(groups, list(groups)))
         measured: dict[str, dict[str, RunStats]] = {label: {} for label in labels}
         for i, (name, (inputs, sampling_params)) in enumerate(groups.items()):
             for label in labels[i % len(labels):] + labels[:i % len(labels)]:
