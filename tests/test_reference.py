@@ -161,6 +161,23 @@ def test_recording_one_lesson_again_keeps_the_others_and_one_opening_cell(stored
     assert "NVIDIA H100" in cells[0]["source"]
 
 
+def test_a_run_on_random_weights_is_stored_as_results_and_figures_under_its_own_name(stored, tmp_path):
+    run, png = _run_folder(tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "profile": "gpu-llama8b", "weights": "random"}))
+    (run / "figures").mkdir()
+    (run / "figures" / "04_per_position.png").write_bytes(base64.b64decode(png))
+    (run / "figures" / "06_medusa.png").write_bytes(base64.b64decode(png))  # its lesson failed
+    assert reference.record(run, "GPU: NVIDIA H100") == ["04_eagle", "05_mtp"]
+    folder = reference.folder("gpu-llama8b-random")
+    assert not (folder / "notebooks").exists() and not reference.folder("gpu-llama8b").exists()
+    assert [p.name for p in (folder / "figures").iterdir()] == ["04_per_position.png"]
+    stored_png = (folder / "figures" / "04_per_position.png").read_bytes()
+    assert len(stored_png) < len(base64.b64decode(png))
+    assert json.loads((folder / "results" / "04_eagle.json").read_text()) == {"speedup": 1.5}
+    assert reference.run_info("gpu-llama8b-random")["lessons"]["05_mtp"]["hardware"] == "GPU: NVIDIA H100"
+
+
 def test_record_refuses_a_run_with_parameters_or_no_summary(stored, tmp_path):
     run, _ = _run_folder(tmp_path, parameters={"k": 5})
     with pytest.raises(SpeclabError, match="a reference runs at the defaults"):

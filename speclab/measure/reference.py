@@ -216,7 +216,9 @@ def record(run_dir: str | Path, hardware: str) -> list[str]:
     """Store a finished main-job run folder as its profile's reference; returns the lessons stored.
 
     Only lessons that finished at the defaults are taken; each replaces its earlier reference, the
-    others stay. Files are written whole (``files.write_atomic``), ``run.json`` last."""
+    others stay. A run on random weights (``<profile>-random``) keeps its results and compacted figures
+    but not its notebooks: its timings are real, its text and acceptance are not worth reading cell by cell.
+    Files are written whole (``files.write_atomic``), ``run.json`` last."""
     run_dir = Path(run_dir)
     summary_path = run_dir / "summary.json"
     if not summary_path.is_file():
@@ -224,9 +226,8 @@ def record(run_dir: str | Path, hardware: str) -> list[str]:
     summary = json.loads(summary_path.read_text())
     if summary.get("parameters"):
         raise SpeclabError(f"{run_dir} ran with parameters {summary['parameters']}: a reference runs at the defaults")
-    profile = summary["profile"]
-    if summary.get("weights") == "random":
-        profile = f"{profile}-random"
+    random = summary.get("weights") == "random"
+    profile = f"{summary['profile']}-random" if random else summary["profile"]
     info = run_info(profile)
     stored = []
     for entry in summary["notebooks"]:
@@ -236,11 +237,15 @@ def record(run_dir: str | Path, hardware: str) -> list[str]:
             continue
         meta = {"seconds": entry["seconds"], "date": entry.get("finished", summary["finished"]), "hardware": hardware,
                 "environment": summary["environment"]}
-        nb = json.loads(book.read_text())
-        nb["cells"] = [c for c in nb["cells"] if OPENING_TAG not in c.get("metadata", {}).get("tags", [])]
-        nb["cells"].insert(0, opening_cell(profile, meta))
-        _compact_outputs(nb)
-        write_atomic(folder(profile) / "notebooks" / entry["notebook"], json.dumps(nb, indent=1) + "\n")
+        if random:
+            for figure in sorted((run_dir / "figures").glob(f"{lesson[:3]}*.png")):
+                write_atomic(folder(profile) / "figures" / figure.name, compact_png(figure.read_bytes()))
+        else:
+            nb = json.loads(book.read_text())
+            nb["cells"] = [c for c in nb["cells"] if OPENING_TAG not in c.get("metadata", {}).get("tags", [])]
+            nb["cells"].insert(0, opening_cell(profile, meta))
+            _compact_outputs(nb)
+            write_atomic(folder(profile) / "notebooks" / entry["notebook"], json.dumps(nb, indent=1) + "\n")
         for saved in sorted((run_dir / "results").glob(f"{lesson[:3]}*")):  # 10_dynamic_k.json beside 10_serving...
             write_atomic(folder(profile) / "results" / saved.name, saved.read_bytes())
         info["lessons"][lesson] = meta
