@@ -26,6 +26,15 @@ def test_the_mode_comes_from_one_variable(monkeypatch):
         random_weights.mode()
 
 
+def test_measurements_of_random_weights_are_stored_under_their_own_name(monkeypatch):
+    monkeypatch.delenv(random_weights.ENV, raising=False)
+    assert random_weights.stored_name("gpu-llama8b") == "gpu-llama8b"
+    assert random_weights.stored_name("gpu-llama8b", random=True) == "gpu-llama8b-random"
+    monkeypatch.setenv(random_weights.ENV, "random")
+    assert random_weights.stored_name("gpu-qwen3-8b") == "gpu-qwen3-8b-random"
+    assert random_weights.stored_name("gpu-qwen3-8b", random=False) == "gpu-qwen3-8b"
+
+
 def test_every_model_of_the_gpu_profiles_has_a_shape():
     """gpu-llama8b and gpu-qwen3-8b must run every cell on random weights: each model needs its shape."""
     for name in ("gpu-llama8b", "gpu-qwen3-8b"):

@@ -268,8 +268,8 @@ def main_job(profile: str, run_dir: Path | None, only: list[str] | None, extra: 
     print(f"\nexecuted notebooks: {run_dir / 'notebooks'}\nfigures: {run_dir / 'figures'}\n"
           f"summary: {run_dir / 'summary.json'}\nreport: {run_dir / 'report.md'}")
     if record:
-        name = f"{profile}-random" if random_weights.is_random() else profile
-        print(f"reference run: {len(stored)} lessons stored in {reference.folder(name)}")
+        print(f"reference run: {len(stored)} lessons stored in "
+              f"{reference.folder(random_weights.stored_name(profile))}")
     if failed:
         print(f"FAILED: {', '.join(failed)} (see the .failed.ipynb files)")
         return 1

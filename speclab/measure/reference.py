@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import SpeclabError
 from ..files import NOTEBOOKS, REPO_ROOT, write_atomic, write_json
+from ..models import random_weights
 
 REFERENCE_DIR = REPO_ROOT / "data" / "reference"
 SHOWN = ("cpu-tiny", "gpu-tiny")  # the columns beside "your run": the small model on a CPU and on a GPU
@@ -227,7 +228,7 @@ def record(run_dir: str | Path, hardware: str) -> list[str]:
     if summary.get("parameters"):
         raise SpeclabError(f"{run_dir} ran with parameters {summary['parameters']}: a reference runs at the defaults")
     random = summary.get("weights") == "random"
-    profile = f"{summary['profile']}-random" if random else summary["profile"]
+    profile = random_weights.stored_name(summary["profile"], random)
     info = run_info(profile)
     stored = []
     for entry in summary["notebooks"]:

@@ -158,7 +158,7 @@ def step_table(rows: list[dict]) -> str:
 
 def record_name(profile_name: str) -> str:
     """The stored file's name: the profile, with ``-random`` where its weights were random."""
-    return f"{profile_name}-random" if random_weights.is_random() else profile_name
+    return random_weights.stored_name(profile_name)
 
 
 def stored(directory: Path = STORED) -> dict[str, dict]:

@@ -37,6 +37,12 @@ def is_random() -> bool:
     return mode() == "random"
 
 
+def stored_name(profile_name: str, random: bool | None = None) -> str:
+    """The name a profile's measurements are stored under: ``<profile>-random`` where its weights were
+    random (``random``; None: this process's mode), so that they never pass for the real model's."""
+    return f"{profile_name}-random" if (is_random() if random is None else random) else profile_name
+
+
 _loaded_random = False  # set once an engine of this process loaded random weights
 
 
